@@ -1,0 +1,1 @@
+"""SageMaker training entry point for TensorFlow + Horovod containers."""

@@ -1,0 +1,53 @@
+"""Facts about this machine that the plan needs, gathered once at the edge and passed in.
+
+Cheap on purpose: `train` must start fast, so GPUs are counted from their device nodes
+(`/dev/nvidia0`, ...), which is what a container given GPUs sees, instead of running `nvidia-smi`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+from typing import Mapping
+
+_GPU_DEVICE = re.compile(r"^nvidia\d+$")
+
+
+@dataclasses.dataclass(frozen=True)
+class HostFacts:
+    num_cpus: int
+    num_gpus: int
+    num_neurons: int
+    smddprun_installed: bool
+    smddpmprun_installed: bool
+
+
+def count_gpus(dev_dir: str = "/dev") -> int:
+    try:
+        return sum(1 for name in os.listdir(dev_dir) if _GPU_DEVICE.match(name))
+    except OSError:
+        return 0
+
+
+def _int_override(environ: Mapping[str, str], name: str, measured: int) -> int:
+    value = environ.get(name)
+    if value is None:
+        return measured
+    from .errors import ConfigError
+
+    if not value.isdigit():
+        raise ConfigError(f"environment variable {name}: expected a whole number >= 0, got {value!r}")
+    return int(value)
+
+
+def gather(environ: Mapping[str, str], instance_type: str) -> HostFacts:
+    """Measure, then apply the SM_NUM_CPUS / SM_NUM_GPUS overrides a local user may set."""
+    return HostFacts(
+        num_cpus=_int_override(environ, "SM_NUM_CPUS", os.cpu_count() or 1),
+        num_gpus=_int_override(environ, "SM_NUM_GPUS", count_gpus()),
+        # As sagemaker-training: trn2.48xlarge has 64 Neuron cores; this image has no Neuron SDK otherwise.
+        num_neurons=64 if "trn2.48xlarge" in instance_type else 0,
+        smddprun_installed=shutil.which("smddprun") is not None,
+        smddpmprun_installed=shutil.which("smddpmprun") is not None,
+    )

@@ -1,0 +1,73 @@
+"""Hyperparameters as SageMaker writes them, decoded and split the way sagemaker-training does.
+
+The SDK writes every value as a string, usually JSON-encoded (`"3"`, `"\\"adam\\""`, `"true"`); a
+value that is not valid JSON is kept as the string itself. Keys starting with `sagemaker_` (and a few
+fixed names) are the toolkit's; the rest become the program's `--key value` arguments.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+SAGEMAKER_PREFIX = "sagemaker_"
+# Names sagemaker-training treats as its own although some lack the prefix; they are neither user
+# arguments nor "additional framework parameters".
+TOOLKIT_NAMES = frozenset(
+    {
+        "sagemaker_program",
+        "sagemaker_submit_directory",
+        "sagemaker_enable_cloudwatch_metrics",
+        "sagemaker_region",
+        "sagemaker_container_log_level",
+        "sagemaker_job_name",
+        "default_user_module_name",
+        "_tuning_objective_metric",
+        "sagemaker_s3_output",
+    }
+)
+
+
+def decode(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON-decode each value where it is valid JSON (as sagemaker-training does), else keep it."""
+    decoded = {}
+    for key, value in raw.items():
+        try:
+            decoded[key] = json.loads(value)
+        except (ValueError, TypeError):
+            decoded[key] = value
+    return decoded
+
+
+def is_toolkit_name(key: str) -> bool:
+    return key in TOOLKIT_NAMES or key.startswith(SAGEMAKER_PREFIX)
+
+
+def user_hyperparameters(decoded: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in decoded.items() if not is_toolkit_name(k)}
+
+
+def framework_parameters(decoded: Mapping[str, Any]) -> dict[str, Any]:
+    """`sagemaker_*` hyperparameters other than the fixed toolkit names (SM_FRAMEWORK_PARAMS)."""
+    return {k: v for k, v in decoded.items() if is_toolkit_name(k) and k not in TOOLKIT_NAMES}
+
+
+def _as_text(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def to_cmd_args(user_hps: Mapping[str, Any]) -> list[str]:
+    """`--key value` pairs sorted by key; one-letter keys get a single dash; dicts become `k=v,k=v`.
+
+    Each value stays one argument (sagemaker-training joins the command into a shell string, so a
+    value with spaces is split there; that is a bug this toolkit does not copy).
+    """
+    args: list[str] = []
+    for key in sorted(user_hps):
+        name = _as_text(key)
+        value = user_hps[key]
+        args.append(("--" if len(name) > 1 else "-") + name if name else "")
+        if hasattr(value, "items"):
+            args.append(",".join(f"{k}={v}" for k, v in sorted(value.items())))
+        else:
+            args.append(_as_text(value))
+    return args

@@ -1,0 +1,47 @@
+"""The few Linux process facilities the supervisor needs that Python's os module lacks."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option: int, value: int) -> None:
+    if _libc().prctl(option, value, 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+
+
+def become_subreaper() -> None:
+    """Orphaned descendants are re-parented to this process instead of PID 1 (a no-op as PID 1)."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+
+
+def set_parent_death_signal(signum: int) -> None:
+    """The calling process gets `signum` when its parent dies (used in a child before exec)."""
+    _prctl(PR_SET_PDEATHSIG, signum)
+
+
+def children_of(pid: int) -> list[int]:
+    """Live child processes of `pid`, from /proc (zombies excluded)."""
+    children = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if int(fields[1]) == pid and fields[0] != b"Z":
+            children.append(int(entry.name))
+    return children

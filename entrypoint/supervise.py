@@ -1,0 +1,203 @@
+"""Run one program in its own session and supervise it until it, and everything it started, is gone.
+
+Signal handling follows one rule: handlers do nothing but wake the main loop (through Python's
+wakeup fd), and the loop decides. SIGTERM, SIGINT and SIGHUP are forwarded at once to the program's
+whole process group (and to any descendant that left it), start the grace period, and SIGKILL
+follows when it ends. SIGUSR1/SIGUSR2 are forwarded as they are. `train` makes itself a child
+subreaper, so descendants orphaned by the program are re-parented to it, reaped, and never outlive it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import os
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from . import linux
+from .console import log
+from .streams import LineRelay, TailBuffer
+
+SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+FORWARDED_SIGNALS = SHUTDOWN_SIGNALS + (signal.SIGUSR1, signal.SIGUSR2)
+LEFTOVER_WAIT_S = 2.0  # after the program ended: how long its leftovers get between SIGTERM and SIGKILL
+STDERR_TAIL_BYTES = 8192
+
+
+@dataclasses.dataclass(frozen=True)
+class ProcessResult:
+    exit_code: int  # the program's status; 128+N when a signal ended it
+    term_signal: Optional[int]  # the signal that ended it, if one did
+    shutdown_signal: Optional[int]  # the first SIGTERM/SIGINT/SIGHUP that `train` received
+    killed_after_grace: bool  # the toolkit sent SIGKILL when the grace period ran out
+    stderr_tail: bytes
+    started: bool = True
+
+
+def _noop(signum: int, frame: object) -> None:
+    """Python-level handler; the C handler has already written the signal to the wakeup fd."""
+
+
+class SignalWaker:
+    """Turns the signals the supervisor cares about into bytes on a pipe the main loop selects on.
+
+    Installed once, early in `main`, so a SIGTERM that arrives while the config is read is kept.
+    """
+
+    def __init__(self) -> None:
+        self._read_fd, self._write_fd = os.pipe()
+        for fd in (self._read_fd, self._write_fd):
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) | os.O_NONBLOCK)
+        signal.set_wakeup_fd(self._write_fd, warn_on_full_buffer=False)
+        for signum in FORWARDED_SIGNALS + (signal.SIGCHLD,):
+            signal.signal(signum, _noop)
+        self._held: list[int] = []
+
+    def wait(self, timeout: Optional[float]) -> list[int]:
+        """Signals received since the last call, waiting up to `timeout` s (None: until one comes)."""
+        if not self._held:
+            readable, _, _ = select.select([self._read_fd], [], [], timeout)
+            if readable:
+                self._held.extend(self._drain())
+        else:
+            self._held.extend(self._drain())
+        got, self._held = self._held, []
+        return got
+
+    def _drain(self) -> list[int]:
+        received: list[int] = []
+        while True:
+            try:
+                data = os.read(self._read_fd, 512)
+            except BlockingIOError:
+                return received
+            if not data:
+                return received
+            received.extend(data)
+
+    def shutdown_requested(self) -> Optional[int]:
+        """A shutdown signal received before the program started (kept for the supervisor)."""
+        self._held.extend(self._drain())
+        return next((s for s in self._held if s in SHUTDOWN_SIGNALS), None)
+
+
+def _signal_tree(pgid: int, signum: int) -> None:
+    """Send `signum` to the program's process group and to orphans re-parented to us."""
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for pid in linux.children_of(os.getpid()):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
+
+
+def _reap(program_pid: int) -> Optional[int]:
+    """Reap every exited child; return the program's wait status if it was among them."""
+    status = None
+    while True:
+        try:
+            pid, wait_status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return status
+        if pid == 0:
+            return status
+        if pid == program_pid:
+            status = wait_status
+
+
+def _tree_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return bool(linux.children_of(os.getpid()))
+
+
+def _end_leftovers(pgid: int, waker: SignalWaker, wait_s: float) -> None:
+    """SIGTERM what the program left running, give it `wait_s`, then SIGKILL; reap it all."""
+    _reap(-1)
+    if not _tree_alive(pgid):
+        return
+    log(f"the program left processes running; sending SIGTERM, SIGKILL after {wait_s:.0f} s")
+    _signal_tree(pgid, signal.SIGTERM)
+    for signum, wait in ((signal.SIGTERM, wait_s), (signal.SIGKILL, 5.0)):
+        if signum == signal.SIGKILL:
+            _signal_tree(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + wait
+        while _tree_alive(pgid) and time.monotonic() < deadline:
+            waker.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+            _reap(-1)
+        if not _tree_alive(pgid):
+            return
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    linux.set_parent_death_signal(signal.SIGKILL)
+
+
+def supervise(
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: Path,
+    grace_period_s: float,
+    waker: SignalWaker,
+) -> ProcessResult:
+    early = waker.shutdown_requested()
+    if early is not None:
+        log(f"received {signal.Signals(early).name} before the program started; not starting it")
+        return ProcessResult(128 + early, None, early, False, b"", started=False)
+    linux.become_subreaper()
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            list(argv), env=dict(env), cwd=cwd, stderr=write_fd, start_new_session=True, preexec_fn=_die_with_parent
+        )
+    finally:
+        os.close(write_fd)
+    tail = TailBuffer(STDERR_TAIL_BYTES)
+    relay = LineRelay(read_fd, 2, tail).start()
+
+    status: Optional[int] = None
+    shutdown: Optional[int] = None
+    deadline: Optional[float] = None
+    killed = False
+    while True:
+        status = _reap(proc.pid)
+        if status is not None:
+            break
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        for signum in waker.wait(timeout):
+            if signum == signal.SIGCHLD:
+                continue
+            _signal_tree(proc.pid, signum)
+            if signum in SHUTDOWN_SIGNALS and shutdown is None:
+                shutdown = signum
+                deadline = time.monotonic() + grace_period_s
+                log(f"received {signal.Signals(signum).name}: forwarded to the program; "
+                    f"grace period {grace_period_s:g} s before SIGKILL")
+        if deadline is not None and time.monotonic() >= deadline:
+            log(f"grace period of {grace_period_s:g} s is over: sending SIGKILL to the program")
+            _signal_tree(proc.pid, signal.SIGKILL)
+            killed, deadline = True, None
+
+    exit_code = os.waitstatus_to_exitcode(status)
+    proc.returncode = exit_code  # reaped here, not by Popen.wait(): tell Popen so it does not try
+    term_signal = -exit_code if exit_code < 0 else None
+    leftover_wait = LEFTOVER_WAIT_S if deadline is None else max(LEFTOVER_WAIT_S, deadline - time.monotonic())
+    _end_leftovers(proc.pid, waker, leftover_wait)
+    if not relay.join(timeout=5.0):
+        log("the program's stderr is still held open by a process outside its tree; not waiting for it")
+    return ProcessResult(
+        exit_code=128 + term_signal if term_signal else exit_code,
+        term_signal=term_signal,
+        shutdown_signal=shutdown,
+        killed_after_grace=killed,
+        stderr_tail=tail.get(),
+    )

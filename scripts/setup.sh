@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Set up everything the project needs on a fresh Debian 12 machine, as root; idempotent.
+#
+#   scripts/setup.sh            # apt packages + the Python environment + this checkout installed in it
+#
+# The virtual environment lives outside the checkout ($SMTRAIN_VENV, default /opt/smtrain/venv) so that
+# fresh clones (CI) reuse it: it is rebuilt only when requirements/ or this script's stack section change.
+# A second run that finds everything in place takes seconds.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+venv=${SMTRAIN_VENV:-/opt/smtrain/venv}
+apt_packages=(
+  python3 python3-venv python3-dev g++ make cmake          # horovod and sagemaker-training compile C/C++
+  openmpi-bin libopenmpi-dev openssh-server openssh-client # MPI and its transport
+  iproute2 procps psmisc util-linux                        # network namespaces, process tools for tests
+)
+
+log() { printf 'setup: %s\n' "$*" >&2; }
+
+install_apt_packages() {
+  local missing=()
+  for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing apt packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+stack_fingerprint() {
+  # Everything that decides the content of the environment.
+  cat "$here"/requirements/*.txt <(sed -n '/^build_stack()/,/^}/p' "$0") | sha256sum | cut -c1-16
+}
+
+build_stack() {
+  local py="$venv/bin/python"
+  rm -rf "$venv"
+  /usr/bin/python3 -m venv "$venv"
+  "$py" -m pip install -q --upgrade pip==24.3.1 setuptools==75.6.0 wheel==0.45.1
+  "$py" -m pip install -q -r "$here/requirements/stack.txt" -r "$here/requirements/dev.txt"
+  # tf-keras without its dependencies: it would otherwise pull a second TensorFlow (the GPU wheel).
+  "$py" -m pip install -q --no-deps tf-keras==2.18.0
+  # Horovod against the installed TensorFlow, with MPI and Gloo; no build isolation so it sees TF.
+  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
+  HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
+  MAKEFLAGS="-j$(nproc)" \
+    "$py" -m pip install -q --no-build-isolation --no-cache-dir horovod==0.28.1
+}
+
+main() {
+  [ "$(id -u)" -eq 0 ] || { log "run as root (it installs apt packages)"; exit 1; }
+  install_apt_packages
+  local want; want=$(stack_fingerprint)
+  if [ "$(cat "$venv/.stack-fingerprint" 2>/dev/null)" != "$want" ]; then
+    log "building the Python stack in $venv (first time: about 15 minutes, Horovod compiles)"
+    build_stack
+    echo "$want" >"$venv/.stack-fingerprint"
+  fi
+  # This checkout itself: pure Python, a few seconds.
+  "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation --force-reinstall "$here"
+  log "ready: $venv ($("$venv/bin/python" -c 'import horovod, tensorflow as tf; print("tensorflow", tf.__version__, "horovod", horovod.__version__)' 2>/dev/null))"
+}
+
+main "$@"
