@@ -56,11 +56,8 @@ def _as_text(value: Any) -> str:
 
 
 def to_cmd_args(user_hps: Mapping[str, Any]) -> list[str]:
-    """`--key value` pairs sorted by key; one-letter keys get a single dash; dicts become `k=v,k=v`.
-
-    Each value stays one argument (sagemaker-training joins the command into a shell string, so a
-    value with spaces is split there; that is a bug this toolkit does not copy).
-    """
+    """`--key value` pairs sorted by key; one-letter keys get a single dash; dicts become `k=v,k=v`;
+    each value is one argument, whatever characters it holds."""
     args: list[str] = []
     for key in sorted(user_hps):
         name = _as_text(key)

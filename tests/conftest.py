@@ -1,0 +1,26 @@
+"""Session checks: the tests exercise the installed `train`, so it must be this checkout's code."""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+CHECKOUT = Path(__file__).resolve().parent.parent / "entrypoint"
+
+
+def _digest(folder: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted(folder.rglob("*.py")):
+        h.update(path.relative_to(folder).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    spec = importlib.util.find_spec("entrypoint")
+    installed = Path(spec.origin).parent if spec and spec.origin else None
+    if installed is None or installed.resolve() == CHECKOUT:
+        return
+    if _digest(installed) != _digest(CHECKOUT):
+        pytest.exit(f"the installed entrypoint ({installed}) differs from this checkout: run scripts/setup.sh", 3)

@@ -1,0 +1,108 @@
+"""The program gets the same SM_* environment and arguments from `train` as from sagemaker-training 4.9.0.
+
+The oracle is sagemaker-training's real `train`, run on the same tree with the same program; both
+runs record what the program saw. Deliberate differences (README, "Differences from
+sagemaker-training") are excluded by name here and asserted separately.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.support import make_tree, require_root, run_oracle, run_train
+
+DUMP_PROGRAM = Path(__file__).parent.parent / "programs" / "dump_env.py"
+# Variables only this toolkit sets (documented additions).
+OWN_VARIABLES = ("SM_CHECKPOINT_DIR", "SM_PIPE_")
+# Plain variables sagemaker-training sets besides SM_*.
+PLAIN_VARIABLES = ("CURRENT_HOST", "SAGEMAKER_JOB_NAME", "SAGEMAKER_REGION")
+
+CASES = {
+    "single-host-numbers": dict(hyperparameters={"epochs": "3", "lr": "0.001", "batch-size": "64"}),
+    "three-hosts-second": dict(hosts=("algo-1", "algo-2", "algo-3"), current_host="algo-2",
+                               hyperparameters={"epochs": "2"}),
+    "sdk-local-mode-names": dict(hosts=("algo-1-ab3x9", "algo-2-ab3x9", "algo-3-ab3x9"), current_host="algo-3-ab3x9",
+                                 hyperparameters={"model_dir": '"/opt/ml/model"'}),
+    "json-types": dict(hyperparameters={
+        "flag": "true", "off": "false", "none": "null", "layers": "[64, 32, 16]",
+        "opt": '{"name": "adam", "beta": 0.9, "nested": {"a": [1, 2]}}', "ratio": "1e-3", "name": '"resnet"'}),
+    "hyphens-and-one-letter": dict(hyperparameters={"learning-rate": "0.1", "x": "1", "warm-up-steps": "100",
+                                                    "use_xla": '"yes"'}),
+    "not-json-strings": dict(hyperparameters={"mode": "train", "path": "s3://bucket/key", "empty": "",
+                                              "text": "héllo wörld", "quoted": '"a b c"', "glob": '"*.py [x]"'}),
+    "file-and-pipe-channels": dict(channels={
+        "train": {"TrainingInputMode": "Pipe", "ContentType": "application/x-tfrecord", "S3DistributionType":
+                  "ShardedByS3Key", "RecordWrapperType": "None", "ShuffleConfig": {"Seed": 7}},
+        "validation": {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"},
+        "test-set": {"TrainingInputMode": "FastFile"}}),
+    "toolkit-hyperparameters": dict(hyperparameters={
+        "sagemaker_job_name": '"job-123"', "sagemaker_region": '"eu-west-1"', "sagemaker_container_log_level": "30",
+        "sagemaker_submit_directory": '"@CODE@"', "sagemaker_distributed_dataparallel_enabled": "false",
+        "sagemaker_custom_flag": '"x"', "_tuning_objective_metric": '"loss"', "epochs": "1"}),
+    "instance-groups": dict(hosts=("algo-1", "algo-2"), current_host="algo-2", resource_extra={
+        "current_group_name": "train-group", "current_instance_type": "ml.c5.xlarge",
+        "network_interface_name": "eth0",
+        "instance_groups": [{"instance_group_name": "train-group", "instance_type": "ml.c5.xlarge",
+                             "hosts": ["algo-2"]},
+                            {"instance_group_name": "data-group", "instance_type": "ml.m5.xlarge", "hosts": ["algo-1"]}]},
+        hyperparameters={"sagemaker_distribution_instance_groups": '["train-group"]'}),
+    "gpu-instance-ethwe": dict(hosts=("algo-1", "algo-2"), resource_extra={
+        "current_instance_type": "ml.p4d.24xlarge", "network_interface_name": "ethwe"},
+        hyperparameters={"epochs": "10"}),
+    "program-from-env": dict(env={"SAGEMAKER_PROGRAM": "train.py", "TRAINING_JOB_NAME": "tj-1",
+                                  "AWS_DEFAULT_REGION": "us-east-2", "SAGEMAKER_TRAINING_MODULE": ""},
+                             hyperparameters={"a": "1"}),
+    "model-parallel-env": dict(env={"SM_HP_MP_PARAMETERS": '{"partitions": 2}'}, hyperparameters={"b": '"2"'}),
+}
+
+
+def _recorded(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_program_sees_what_sagemaker_training_gives(tmp_path: Path, case: str) -> None:
+    require_root()
+    spec = dict(CASES[case])
+    env_extra = spec.pop("env", {})
+    code_dir = str(tmp_path / "ml" / "code")
+    spec["hyperparameters"] = {k: v.replace("@CODE@", code_dir) for k, v in spec.get("hyperparameters", {}).items()}
+    tree = make_tree(tmp_path / "ml", **spec)
+    shutil.copy(DUMP_PROGRAM, tree.code_dir / "train.py")
+    ours_file, oracle_file = tmp_path / "ours.json", tmp_path / "oracle.json"
+
+    done = run_train(tree, env=tree.env(DUMP_TO=str(ours_file), **env_extra))
+    assert done.returncode == 0, done.stderr.decode()
+    hosts = spec.get("hosts", ("algo-1",))
+    oracle = run_oracle(tree, tree.env(DUMP_TO=str(oracle_file), **env_extra), hosts)
+    assert oracle.returncode == 0, oracle.stderr.decode()[-3000:]
+    ours, theirs = _recorded(ours_file), _recorded(oracle_file)
+
+    def sm_vars(env: dict) -> dict:
+        return {k: v for k, v in env.items() if k.startswith("SM_") and not k.startswith(OWN_VARIABLES)}
+
+    # The inherited SM_HP_MP_PARAMETERS passes through both; everything else is computed.
+    assert sm_vars(ours["env"]) == sm_vars(theirs["env"])
+    assert len(sm_vars(ours["env"])) >= 30
+    for name in PLAIN_VARIABLES:
+        assert ours["env"].get(name) == theirs["env"].get(name), name
+    # The program's folder comes first on PYTHONPATH in both.
+    assert ours["env"]["PYTHONPATH"].split(":")[0] == theirs["env"]["PYTHONPATH"].split(":")[0]
+    assert ours["argv"] == theirs["argv"] == json.loads(theirs["env"]["SM_USER_ARGS"])
+    assert ours["cwd"] == theirs["cwd"]
+
+
+def test_own_variables(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "pipe"},
+                                                "eval": {"TrainingInputMode": "File"}})
+    shutil.copy(DUMP_PROGRAM, tree.code_dir / "train.py")
+    tree.write_config("checkpointconfig.json", {"LocalPath": str(tmp_path / "ckpt")})
+    out = tmp_path / "ours.json"
+    assert run_train(tree, env=tree.env(DUMP_TO=str(out))).returncode == 0
+    env = _recorded(out)["env"]
+    assert env["SM_CHECKPOINT_DIR"] == str(tmp_path / "ckpt")
+    assert env["SM_PIPE_TRAIN"] == str(tree.base / "input" / "data" / "train")
+    assert "SM_PIPE_EVAL" not in env

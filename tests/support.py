@@ -1,0 +1,105 @@
+"""Helpers shared by the tests: build an /opt/ml tree, run the real `train`, run the oracle."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+BIN = Path(sys.executable).parent
+TRAIN = str(BIN / "train")
+# sagemaker-training's own `train` console script is shadowed by ours in this environment; call its main.
+ORACLE = [sys.executable, "-c", "from sagemaker_training.cli.train import main; main()"]
+
+
+@dataclasses.dataclass
+class Tree:
+    """An /opt/ml stand-in under a temporary folder."""
+
+    base: Path
+
+    @property
+    def config_dir(self) -> Path:
+        return self.base / "input" / "config"
+
+    @property
+    def code_dir(self) -> Path:
+        return self.base / "code"
+
+    @property
+    def failure(self) -> Path:
+        return self.base / "output" / "failure"
+
+    def write_config(self, name: str, content: Any) -> Path:
+        path = self.config_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+        return path
+
+    def write_program(self, name: str, source: str, mode: int = 0o644) -> Path:
+        path = self.code_dir / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(source)
+        path.chmod(mode)
+        return path
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SAGEMAKER_"))}
+        env.update(SAGEMAKER_BASE_DIR=str(self.base), PYTHONUNBUFFERED="1")
+        env.update(extra)
+        return env
+
+
+def make_tree(
+    base: Path,
+    hosts: Sequence[str] = ("algo-1",),
+    current_host: Optional[str] = None,
+    hyperparameters: Optional[Mapping[str, Any]] = None,
+    channels: Optional[Mapping[str, Any]] = None,
+    program: str = "train.py",
+    resource_extra: Optional[Mapping[str, Any]] = None,
+) -> Tree:
+    """A tree as SageMaker writes it; hyperparameter values are written as given (strings as the SDK does)."""
+    tree = Tree(base)
+    resource = {"current_host": current_host or hosts[0], "hosts": list(hosts), **(resource_extra or {})}
+    tree.write_config("resourceconfig.json", resource)
+    hps = {"sagemaker_program": json.dumps(program), **(hyperparameters or {})}
+    tree.write_config("hyperparameters.json", hps)
+    tree.write_config("inputdataconfig.json", dict(channels or {}))
+    tree.code_dir.mkdir(parents=True, exist_ok=True)
+    return tree
+
+
+def run_train(
+    tree: Tree, *args: str, env: Optional[Mapping[str, str]] = None, timeout: float = 60, **kwargs: Any
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [TRAIN, *args], env=dict(env or tree.env()), capture_output=True, timeout=timeout, **kwargs
+    )
+
+
+def run_oracle(tree: Tree, env: Mapping[str, str], hosts: Sequence[str], timeout: float = 120) -> subprocess.CompletedProcess:
+    """sagemaker-training 4.9.0's real `train`, in a private mount namespace whose /etc/hosts names the
+    job's hosts (it waits until every host name resolves)."""
+    hosts_file = tree.base.parent / f"{tree.base.name}.hosts"
+    hosts_file.write_text("127.0.0.1 localhost\n" + "".join(f"127.0.0.1 {h}\n" for h in hosts))
+    script = 'mount --bind "$0" /etc/hosts && exec "$@"'
+    return subprocess.run(
+        ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(hosts_file), *ORACLE],
+        env=dict(env), capture_output=True, timeout=timeout, cwd=tree.base,
+    )
+
+
+def require_root() -> None:
+    import pytest
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root (namespaces, mounts)")
+
+
+def which(name: str) -> Optional[str]:
+    return shutil.which(name)
