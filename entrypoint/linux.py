@@ -30,9 +30,9 @@ def set_parent_death_signal(signum: int) -> None:
     _prctl(PR_SET_PDEATHSIG, signum)
 
 
-def children_of(pid: int) -> list[int]:
-    """Live child processes of `pid`, from /proc (zombies excluded)."""
-    children = []
+def _parents() -> dict[int, int]:
+    """pid -> parent pid of every live (non-zombie) process, from /proc."""
+    parents = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
@@ -42,6 +42,24 @@ def children_of(pid: int) -> list[int]:
         except OSError:
             continue
         fields = stat[stat.rfind(b")") + 2:].split()
-        if int(fields[1]) == pid and fields[0] != b"Z":
-            children.append(int(entry.name))
-    return children
+        if fields[0] != b"Z":
+            parents[int(entry.name)] = int(fields[1])
+    return parents
+
+
+def children_of(pid: int) -> list[int]:
+    """Live child processes of `pid`."""
+    return [child for child, parent in _parents().items() if parent == pid]
+
+
+def descendants_of(pid: int) -> list[int]:
+    """Live descendants of `pid`, at any depth."""
+    children: dict[int, list[int]] = {}
+    for child, parent in _parents().items():
+        children.setdefault(parent, []).append(child)
+    found, todo = [], list(children.get(pid, ()))
+    while todo:
+        current = todo.pop()
+        found.append(current)
+        todo.extend(children.get(current, ()))
+    return found

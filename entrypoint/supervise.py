@@ -86,14 +86,16 @@ class SignalWaker:
 
 
 def _signal_tree(pgid: int, signum: int) -> None:
-    """Send `signum` to the program's process group and to orphans re-parented to us."""
+    """Send `signum` once to every process of the program's tree: its process group, and each
+    descendant that left the group (whether still under the program or re-parented to us)."""
     try:
         os.killpg(pgid, signum)
     except (ProcessLookupError, PermissionError):
         pass
-    for pid in linux.children_of(os.getpid()):
+    for pid in linux.descendants_of(os.getpid()):
         try:
-            os.kill(pid, signum)
+            if os.getpgid(pid) != pgid:
+                os.kill(pid, signum)
         except ProcessLookupError:
             pass
 

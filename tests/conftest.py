@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
+import sysconfig
 from pathlib import Path
 
 import pytest
@@ -18,9 +18,8 @@ def _digest(folder: Path) -> str:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    spec = importlib.util.find_spec("entrypoint")
-    installed = Path(spec.origin).parent if spec and spec.origin else None
-    if installed is None or installed.resolve() == CHECKOUT:
-        return
+    installed = Path(sysconfig.get_paths()["purelib"]) / "entrypoint"
+    if not installed.is_dir():
+        pytest.exit(f"the project is not installed in {installed.parent}: run scripts/setup.sh", 3)
     if _digest(installed) != _digest(CHECKOUT):
         pytest.exit(f"the installed entrypoint ({installed}) differs from this checkout: run scripts/setup.sh", 3)

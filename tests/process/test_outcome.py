@@ -1,0 +1,84 @@
+"""Exit status passthrough, signal deaths, the failure and success files, program kinds."""
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from tests.support import make_tree, run_train
+
+
+@pytest.mark.parametrize("status", [0, 1, 3, 42, 255])
+def test_exit_status_passes_through(tmp_path: Path, status: int) -> None:
+    tree = make_tree(tmp_path)
+    tree.write_program("train.py", f"import sys\nsys.exit({status})\n")
+    assert run_train(tree).returncode == status
+    assert tree.failure.exists() == (status != 0)
+    assert (tree.base / "output" / "success").exists() == (status == 0)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGSEGV, signal.SIGKILL, signal.SIGABRT])
+def test_signal_death_is_128_plus_n(tmp_path: Path, signum: int) -> None:
+    tree = make_tree(tmp_path)
+    tree.write_program("train.py", f"import os\nos.kill(os.getpid(), {int(signum)})\n")
+    done = run_train(tree)
+    assert done.returncode == 128 + signum
+    text = tree.failure.read_text()
+    assert text.startswith("ProgramKilled: ") and signal.Signals(signum).name in text
+    assert "OutOfMemory" not in text  # a plain SIGKILL is not reported as an OOM kill
+
+
+def test_failure_file_names_the_exception_and_keeps_the_stderr_tail(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path)
+    tree.write_program("train.py", "import sys\nfor i in range(500):\n    print('noise line', i, file=sys.stderr)\n"
+                                   "raise ValueError('learning rate must be positive')\n")
+    done = run_train(tree)
+    assert done.returncode == 1
+    raw = tree.failure.read_bytes()
+    assert len(raw) <= 1024
+    text = raw.decode()
+    assert text.startswith("ValueError: program ")
+    assert text.rstrip().endswith("ValueError: learning rate must be positive")
+    assert "noise line 499" in text and "noise line 0\n" not in text
+
+
+def test_program_written_failure_file_is_kept(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path)
+    tree.write_program("train.py", "import os, sys\nos.makedirs(os.path.dirname(sys.argv[2]), exist_ok=True)\n"
+                                   "open(sys.argv[2], 'w').write('my own reason')\nsys.exit(2)\n")
+    tree.write_config("hyperparameters.json", {"sagemaker_program": '"train.py"', "failure": f'"{tree.failure}"'})
+    assert run_train(tree).returncode == 2
+    assert tree.failure.read_text() == "my own reason"
+
+
+def test_stale_failure_file_from_an_earlier_run_is_replaced(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path)
+    tree.failure.parent.mkdir(parents=True)
+    tree.failure.write_text("old reason")
+    tree.write_program("train.py", "raise SystemExit(4)\n")
+    assert run_train(tree).returncode == 4
+    assert tree.failure.read_text().startswith("ProgramError: ")
+
+
+def test_shell_and_executable_programs(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path, program="run.sh", hyperparameters={"n": "5"})
+    tree.write_program("run.sh", 'echo "bash ${BASH_VERSION%%.*} got $*"; exit 7\n')
+    done = run_train(tree)
+    assert done.returncode == 7
+    assert done.stdout.decode() == "bash 5 got -n 5\n"  # one-letter names get one dash
+
+    tree = make_tree(tmp_path / "exe", program="run")
+    tree.write_program("run", "#!/bin/sh\necho direct \"$@\"\n", mode=0o755)
+    done = run_train(tree)
+    assert done.returncode == 0 and done.stdout == b"direct\n"
+
+
+def test_stdin_stdout_are_the_programs_own(tmp_path: Path) -> None:
+    """stdout goes straight to the container's stdout: byte for byte, nothing added by `train`."""
+    tree = make_tree(tmp_path)
+    tree.write_program("train.py", "import sys\nsys.stdout.write('a\\r\\nb=1;\\n\\nlast without newline')\n")
+    done = run_train(tree)
+    assert done.returncode == 0
+    assert done.stdout == b"a\r\nb=1;\n\nlast without newline"
