@@ -5,7 +5,6 @@
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 from pathlib import Path
@@ -19,11 +18,29 @@ from .outcome import failure_text, write_atomically
 VERSION = "0.1.0"
 
 
-def _parse_args(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="train", description="Run a SageMaker training job in this container.")
-    parser.add_argument("--dry-run", action="store_true", help="print the launch plan as JSON; run nothing")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {VERSION}")
-    return parser.parse_args(argv)
+USAGE = """usage: train [--dry-run] [--version] [--help]
+
+Run the SageMaker training job described by /opt/ml (or $SAGEMAKER_BASE_DIR) in this container.
+
+  --dry-run   print the launch plan (role, command, environment) as JSON; run nothing
+  --version   print the version
+"""
+
+
+def _parse_args(argv: Sequence[str]) -> set[str]:
+    """The few flags `train` takes. (argparse alone costs 6 ms of start-up; see benchmarks/startup.py.)"""
+    flags = set(argv)
+    unknown = flags - {"--dry-run", "--version", "--help", "-h"}
+    if unknown:
+        sys.stderr.write(USAGE + f"\ntrain: error: unrecognised arguments: {' '.join(sorted(unknown))}\n")
+        raise SystemExit(2)
+    if flags & {"--help", "-h"}:
+        sys.stdout.write(USAGE)
+        raise SystemExit(0)
+    if "--version" in flags:
+        print(f"train {VERSION}")
+        raise SystemExit(0)
+    return flags
 
 
 def _fail(kind: str, message: str, write_file: bool) -> None:
@@ -38,7 +55,8 @@ def _fail(kind: str, message: str, write_file: bool) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = _parse_args(argv)
+    flags = _parse_args(sys.argv[1:] if argv is None else argv)
+    dry_run = "--dry-run" in flags
     # First of all, so that a SIGTERM arriving while the config is read is not lost.
     from .supervise import SignalWaker
 
@@ -51,20 +69,20 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         config = load_config(environ)
         facts = hostfacts.gather(environ, config.resources.current_instance_type)
         plan = plan_launch(config, facts, sys.executable)
-        if args.dry_run:
+        if dry_run:
             print(dumps(plan))
             return 0
         from .run import run_single
 
         return run_single(plan, environ, sys.executable, waker)
     except ToolkitError as e:
-        _fail(e.kind, str(e), write_file=not args.dry_run)
+        _fail(e.kind, str(e), write_file=not dry_run)
         return int(e.exit_code)
     except Exception as e:  # a bug in the toolkit: still report it the SageMaker way
         import traceback
 
         traceback.print_exc()
-        _fail("InternalError", f"{type(e).__name__}: {e}", write_file=not args.dry_run)
+        _fail("InternalError", f"{type(e).__name__}: {e}", write_file=not dry_run)
         return int(ExitCode.INTERNAL_ERROR)
 
 

@@ -6,15 +6,13 @@ the field and what was expected.
 """
 from __future__ import annotations
 
-import dataclasses
 import enum
 import json
 import math
 import re
 import shlex
-import socket
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from . import hyperparameters as hps
 from .errors import ConfigError
@@ -41,8 +39,7 @@ class InputMode(enum.Enum):
     FASTFILE = "FastFile"
 
 
-@dataclasses.dataclass(frozen=True)
-class Paths:
+class Paths(NamedTuple):
     base: Path
 
     @property
@@ -89,8 +86,7 @@ class Paths:
         return self.input_config_dir / name
 
 
-@dataclasses.dataclass(frozen=True)
-class Channel:
+class Channel(NamedTuple):
     name: str
     mode: InputMode
     content_type: Optional[str]
@@ -98,15 +94,13 @@ class Channel:
     shuffle_seed: Optional[int]
 
 
-@dataclasses.dataclass(frozen=True)
-class InstanceGroup:
+class InstanceGroup(NamedTuple):
     name: str
     instance_type: Optional[str]
     hosts: tuple[str, ...]
 
 
-@dataclasses.dataclass(frozen=True)
-class Resources:
+class Resources(NamedTuple):
     current_host: str
     hosts: tuple[str, ...]
     network_interface_name: Optional[str]  # None when the file does not say
@@ -115,23 +109,20 @@ class Resources:
     instance_groups: tuple[InstanceGroup, ...]
 
 
-@dataclasses.dataclass(frozen=True)
-class MpiSettings:
+class MpiSettings(NamedTuple):
     enabled: bool
     processes_per_host: Optional[int]  # None: one per GPU, else 1
     num_processes: Optional[int]
     custom_options: tuple[str, ...]
 
 
-@dataclasses.dataclass(frozen=True)
-class ProgramSpec:
+class ProgramSpec(NamedTuple):
     entry_point: str  # as given: SAGEMAKER_PROGRAM or sagemaker_program
     submit_dir: str  # as given (SM_MODULE_DIR); the local folder is `local_dir`
     local_dir: Optional[Path]  # None for an s3:// submit directory
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainingConfig:
+class TrainingConfig(NamedTuple):
     paths: Paths
     resources: Resources
     channels: tuple[Channel, ...]
@@ -220,6 +211,8 @@ def _host_list(value: Any, where: str) -> tuple[str, ...]:
 
 
 def _default_resource_config() -> dict:
+    import socket  # only for a local run without resourceconfig.json
+
     host = socket.gethostname()
     return {"current_host": host, "hosts": [host]}
 

@@ -5,22 +5,24 @@ Cheap on purpose: `train` must start fast, so GPUs are counted from their device
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
-import shutil
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 _GPU_DEVICE = re.compile(r"^nvidia\d+$")
 
 
-@dataclasses.dataclass(frozen=True)
-class HostFacts:
+class HostFacts(NamedTuple):
     num_cpus: int
     num_gpus: int
     num_neurons: int
     smddprun_installed: bool
     smddpmprun_installed: bool
+
+
+def on_path(name: str, path: str) -> bool:
+    """Whether an executable `name` is on `path` (shutil.which without shutil's import cost)."""
+    return any(os.access(os.path.join(d, name), os.X_OK) for d in path.split(os.pathsep) if d)
 
 
 def count_gpus(dev_dir: str = "/dev") -> int:
@@ -48,6 +50,6 @@ def gather(environ: Mapping[str, str], instance_type: str) -> HostFacts:
         num_gpus=_int_override(environ, "SM_NUM_GPUS", count_gpus()),
         # As sagemaker-training: trn2.48xlarge has 64 Neuron cores; this image has no Neuron SDK otherwise.
         num_neurons=64 if "trn2.48xlarge" in instance_type else 0,
-        smddprun_installed=shutil.which("smddprun") is not None,
-        smddpmprun_installed=shutil.which("smddpmprun") is not None,
+        smddprun_installed=on_path("smddprun", environ.get("PATH", os.defpath)),
+        smddpmprun_installed=on_path("smddpmprun", environ.get("PATH", os.defpath)),
     )

@@ -6,12 +6,11 @@ A failure file the program wrote itself is kept.
 """
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import signal
 from pathlib import Path
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from .supervise import ProcessResult
 
@@ -20,8 +19,7 @@ FAILURE_FILE_LIMIT = 1024
 _EXCEPTION_LINE = re.compile(rb"^([A-Za-z_][\w.]*)(?::|$)")
 
 
-@dataclasses.dataclass(frozen=True)
-class FileState:
+class FileState(NamedTuple):
     """Identity of a file at start, to tell later whether the program wrote it."""
 
     exists: bool

@@ -4,11 +4,10 @@
 """
 from __future__ import annotations
 
-import dataclasses
 import enum
 import json
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 from .config import InputMode, TrainingConfig
 from .errors import ConfigError
@@ -24,8 +23,7 @@ class Role(enum.Enum):
     WORKER = "worker"  # serves the master's ranks and follows the job
 
 
-@dataclasses.dataclass(frozen=True)
-class LaunchPlan:
+class LaunchPlan(NamedTuple):
     role: Role
     host: str
     program: ProgramLaunch

@@ -2,11 +2,10 @@
 anything else directly (it must then be executable)."""
 from __future__ import annotations
 
-import dataclasses
 import enum
 import os
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from .config import ProgramSpec
 from .errors import ConfigError, ProgramNotExecutable, ProgramNotFound
@@ -18,8 +17,7 @@ class CodeSource(enum.Enum):
     S3 = "s3 tarball"
 
 
-@dataclasses.dataclass(frozen=True)
-class ProgramLaunch:
+class ProgramLaunch(NamedTuple):
     program_dir: Path  # where the code is (after fetching, for a tarball); the program's cwd
     program_path: Path
     argv: tuple[str, ...]

@@ -8,7 +8,6 @@ subreaper, so descendants orphaned by the program are re-parented to it, reaped,
 """
 from __future__ import annotations
 
-import dataclasses
 import fcntl
 import os
 import select
@@ -16,7 +15,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, NamedTuple, Optional, Sequence
 
 from . import linux
 from .console import log
@@ -28,8 +27,7 @@ LEFTOVER_WAIT_S = 2.0  # after the program ended: how long its leftovers get bet
 STDERR_TAIL_BYTES = 8192
 
 
-@dataclasses.dataclass(frozen=True)
-class ProcessResult:
+class ProcessResult(NamedTuple):
     exit_code: int  # the program's status; 128+N when a signal ended it
     term_signal: Optional[int]  # the signal that ended it, if one did
     shutdown_signal: Optional[int]  # the first SIGTERM/SIGINT/SIGHUP that `train` received

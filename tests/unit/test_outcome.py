@@ -1,0 +1,25 @@
+from entrypoint.outcome import failure_text, python_exception
+
+
+def test_python_exception_from_the_last_traceback() -> None:
+    tail = (b"Traceback (most recent call last):\n  File \"a.py\", line 1\nKeyError: 'x'\nretrying\n"
+            b"Traceback (most recent call last):\n  File \"a.py\", line 2, in <module>\n    f()\n"
+            b"tensorflow.python.framework.errors_impl.ResourceExhaustedError: OOM when allocating\n")
+    assert python_exception(tail) == "tensorflow.python.framework.errors_impl.ResourceExhaustedError"
+    assert python_exception(b"plain error output\n") is None
+    assert python_exception(b"Traceback (most recent call last):\n  File \"x\"\nKeyboardInterrupt\n") == "KeyboardInterrupt"
+
+
+def test_failure_text_is_bounded_and_keeps_the_last_whole_lines() -> None:
+    tail = "".join(f"line {i} ü\n" for i in range(1000)).encode()
+    text = failure_text("ProgramError", "program x exited with status 3", tail)
+    assert len(text.encode()) <= 1024
+    assert text.startswith("ProgramError: program x exited with status 3\nstderr (last lines):\n")
+    assert text.endswith("line 999 ü\n")
+    kept = text.splitlines()[2:]
+    assert kept == [f"line {i} ü" for i in range(1000 - len(kept), 1000)]
+
+
+def test_failure_text_with_one_huge_line_keeps_its_end() -> None:
+    text = failure_text("E", "w", ("é" * 5000 + "END").encode())
+    assert len(text.encode()) <= 1024 and text.rstrip().endswith("END")
