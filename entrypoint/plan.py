@@ -31,6 +31,7 @@ class LaunchPlan(NamedTuple):
     cwd: Path
     env_set: Mapping[str, str]  # what the toolkit adds to the inherited environment
     requirements: Optional[Path]  # requirements.txt to pip-install first, if the code has one
+    folders: tuple[Path, ...]  # made before the program starts, as SageMaker provides them
     grace_period_s: float
     failure_file: Path
     success_file: Path
@@ -48,6 +49,7 @@ class LaunchPlan(NamedTuple):
             "cwd": str(self.cwd),
             "fetch_code_from": self.program.fetch_from,
             "install_requirements": str(self.requirements) if self.requirements else None,
+            "folders": [str(f) for f in self.folders],
             "grace_period_s": self.grace_period_s,
             "env": dict(sorted(self.env_set.items())),
         }
@@ -99,6 +101,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str) -> Launch
         cwd=launch.program_dir,
         env_set=env_set,
         requirements=requirements if launch.fetch_from or requirements.is_file() else None,
+        folders=(config.paths.model_dir, config.paths.output_data_dir, config.checkpoint_dir),
         grace_period_s=config.grace_period_s,
         failure_file=config.paths.failure_file,
         success_file=config.paths.success_file,

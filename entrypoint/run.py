@@ -21,6 +21,8 @@ from .supervise import SignalWaker, supervise
 def run_single(plan: LaunchPlan, inherited_env: dict[str, str], python: str, waker: SignalWaker) -> int:
     """Run the program on this host and return the exit status `train` should end with."""
     failure_at_start = FileState.of(plan.failure_file)
+    for folder in plan.folders:
+        folder.mkdir(parents=True, exist_ok=True)
     if plan.program.fetch_from:
         fetch_code(plan.program.fetch_from, plan.program.program_dir)
     if plan.requirements and plan.requirements.is_file():

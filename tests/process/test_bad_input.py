@@ -106,6 +106,8 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     assert plan["role"] == "single" and plan["host"] == "algo-1"
+    assert str(tree.base / "model") in plan["folders"]
     assert plan["argv"][1:] == [str(tree.code_dir / "train.py"), "--epochs", "3"]
     assert plan["env"]["SM_HOSTS"] == '["algo-1","algo-2"]' and plan["env"]["SM_HP_EPOCHS"] == "3"
     assert not (tree.code_dir / "ran").exists() and not (tree.base / "output").exists()
+    assert not (tree.base / "model").exists()

@@ -17,6 +17,7 @@ def test_exit_status_passes_through(tmp_path: Path, status: int) -> None:
     assert run_train(tree).returncode == status
     assert tree.failure.exists() == (status != 0)
     assert (tree.base / "output" / "success").exists() == (status == 0)
+    assert (tree.base / "model").is_dir() and (tree.base / "output" / "data").is_dir()  # as SageMaker provides
 
 
 @pytest.mark.parametrize("signum", [signal.SIGSEGV, signal.SIGKILL, signal.SIGABRT])

@@ -1,0 +1,37 @@
+"""A small tf_keras job on synthetic data: what a user's SageMaker program looks like.
+
+Reads its hyperparameters as arguments and its paths from SM_* variables, prints metric lines that a
+SageMaker metric definition matches (e.g. Regex 'loss=([0-9.]+)'), and saves the model in SM_MODEL_DIR.
+"""
+import argparse
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tf_keras as keras  # noqa: E402
+
+
+class MetricLines(keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        print(f"epoch={epoch}; " + " ".join(f"{k}={v:.6f};" for k, v in sorted((logs or {}).items())), flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(2048, 16)).astype("float32")
+    y = (x @ rng.normal(size=(16, 1))).astype("float32")
+    model = keras.Sequential([keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)])
+    model.compile(optimizer="adam", loss="mse")
+    model.fit(x, y, epochs=args.epochs, batch_size=args.batch_size, verbose=0, callbacks=[MetricLines()])
+    model.save(os.path.join(os.environ["SM_MODEL_DIR"], "model.keras"))
+    print(f"host={os.environ['SM_CURRENT_HOST']}; saved model to {os.environ['SM_MODEL_DIR']}")
+
+
+if __name__ == "__main__":
+    main()
