@@ -147,9 +147,6 @@ class TrainingConfig(NamedTuple):
     def is_multi_host(self) -> bool:
         return len(self.resources.hosts) > 1
 
-    def channel(self, name: str) -> Channel:
-        return next(c for c in self.channels if c.name == name)
-
 
 # ---- reading -------------------------------------------------------------------------------------
 

@@ -9,6 +9,8 @@ import os
 import re
 from typing import Mapping, NamedTuple
 
+from .errors import ConfigError
+
 _GPU_DEVICE = re.compile(r"^nvidia\d+$")
 
 
@@ -36,8 +38,6 @@ def _int_override(environ: Mapping[str, str], name: str, measured: int) -> int:
     value = environ.get(name)
     if value is None:
         return measured
-    from .errors import ConfigError
-
     if not value.isdigit():
         raise ConfigError(f"environment variable {name}: expected a whole number >= 0, got {value!r}")
     return int(value)
