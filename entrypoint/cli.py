@@ -63,18 +63,25 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     waker = SignalWaker()
     try:
         from . import hostfacts
-        from .plan import dumps, plan_launch
+        from .plan import Role, dumps, plan_launch
 
         environ = dict(os.environ)
         config = load_config(environ)
         facts = hostfacts.gather(environ, config.resources.current_instance_type)
-        plan = plan_launch(config, facts, sys.executable)
+        token = os.urandom(16).hex()
+        plan = plan_launch(config, facts, sys.executable, token)
         if dry_run:
             print(dumps(plan))
             return 0
-        from .run import run_single
+        if plan.role is Role.SINGLE:
+            from .run import run_single
 
-        return run_single(plan, environ, sys.executable, waker)
+            return run_single(plan, environ, sys.executable, waker)
+        from .multihost import run_master, run_worker
+
+        if plan.role is Role.MASTER:
+            return run_master(plan, environ, sys.executable, waker, token)
+        return run_worker(plan, sys.executable, waker)
     except ToolkitError as e:
         _fail(e.kind, str(e), write_file=not dry_run)
         return int(e.exit_code)

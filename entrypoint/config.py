@@ -30,7 +30,15 @@ ENV_OVERRIDES = (
     "SM_NUM_CPUS",
     "SM_CHECKPOINT_DIR",
     "SM_GRACE_PERIOD_SECONDS",
+    "SM_PEER_WAIT_SECONDS",
+    "SM_CONTROL_PORT",
 )
+DEFAULT_CONTROL_PORT = 7077
+
+
+def default_peer_wait_s(num_hosts: int) -> float:
+    """How long hosts wait for each other: instances of one job start minutes apart at worst."""
+    return 240.0 + 5.0 * num_hosts
 
 
 class InputMode(enum.Enum):
@@ -133,6 +141,8 @@ class TrainingConfig(NamedTuple):
     mpi: MpiSettings
     checkpoint_dir: Path
     grace_period_s: float
+    peer_wait_s: float  # how long the master waits for workers, and workers for the master
+    control_port: int  # the master's control channel (entrypoint.control)
     environ: Mapping[str, str]  # the environment `train` was started with
 
     @property
@@ -332,20 +342,26 @@ def _program(decoded: Mapping[str, Any], environ: Mapping[str, str], paths: Path
     return ProgramSpec(entry_point=str(entry), submit_dir=submit, local_dir=local)
 
 
-def _grace_period(decoded: Mapping[str, Any], environ: Mapping[str, str], where: str) -> float:
-    raw = environ.get("SM_GRACE_PERIOD_SECONDS", decoded.get("sagemaker_grace_period_seconds"))
+def _seconds(decoded: Mapping[str, Any], environ: Mapping[str, str], hp: str, env: str, default: float, where: str) -> float:
+    raw = environ.get(env, decoded.get(hp))
     if raw is None:
-        return DEFAULT_GRACE_PERIOD_S
+        return default
     try:
         value = float(raw)
     except (TypeError, ValueError):
         value = -1.0
     if not math.isfinite(value) or value < 0:
-        raise ConfigError(
-            f"{where}: grace period (sagemaker_grace_period_seconds or SM_GRACE_PERIOD_SECONDS) must be "
-            f"a number of seconds >= 0, got {raw!r}"
-        )
+        raise ConfigError(f"{where}: {hp} (or {env}) must be a number of seconds >= 0, got {raw!r}")
     return value
+
+
+def _port(environ: Mapping[str, str]) -> int:
+    raw = environ.get("SM_CONTROL_PORT")
+    if raw is None:
+        return DEFAULT_CONTROL_PORT
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ConfigError(f"environment variable SM_CONTROL_PORT: expected a TCP port 1-65535, got {raw!r}")
+    return int(raw)
 
 
 def load_config(environ: Mapping[str, str]) -> TrainingConfig:
@@ -360,6 +376,7 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
     checkpoint_config = _expect_object(_read_json(paths.config_file("checkpointconfig.json"), dict), "checkpointconfig.json")
 
     decoded = hps.decode(raw_hps)
+    resources = _resources(resource_config, rc_path, environ)
     checkpoint_dir = (
         _field(checkpoint_config, "LocalPath", str, str(paths.config_file("checkpointconfig.json")), required=False)
         or environ.get("SM_CHECKPOINT_DIR")
@@ -367,7 +384,7 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
     )
     return TrainingConfig(
         paths=paths,
-        resources=_resources(resource_config, rc_path, environ),
+        resources=resources,
         channels=_channels(input_data_config, idc_path),
         hyperparameters=decoded,
         resource_config=resource_config,
@@ -375,6 +392,10 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
         program=_program(decoded, environ, paths),
         mpi=_mpi(decoded, str(hp_path)),
         checkpoint_dir=Path(checkpoint_dir),
-        grace_period_s=_grace_period(decoded, environ, str(hp_path)),
+        grace_period_s=_seconds(decoded, environ, "sagemaker_grace_period_seconds", "SM_GRACE_PERIOD_SECONDS",
+                                DEFAULT_GRACE_PERIOD_S, str(hp_path)),
+        peer_wait_s=_seconds(decoded, environ, "sagemaker_peer_wait_seconds", "SM_PEER_WAIT_SECONDS",
+                             default_peer_wait_s(len(resources.hosts)), str(hp_path)),
+        control_port=_port(environ),
         environ=dict(environ),
     )

@@ -8,6 +8,13 @@ import os
 import threading
 
 STDERR_LOCK = threading.Lock()
+_prefix = "[train] "
+
+
+def set_prefix(prefix: str) -> None:
+    """Mark this process's messages, e.g. as one rank's: `[train rank 3] `."""
+    global _prefix
+    _prefix = prefix
 
 
 def write_all(fd: int, data: bytes) -> None:
@@ -19,6 +26,6 @@ def write_all(fd: int, data: bytes) -> None:
 
 def log(message: str) -> None:
     """A toolkit message on stderr, one line per call, marked as the toolkit's."""
-    lines = "".join(f"[train] {line}\n" for line in message.splitlines() or [""])
+    lines = "".join(f"{_prefix}{line}\n" for line in message.splitlines() or [""])
     with STDERR_LOCK:
         write_all(2, lines.encode("utf-8", "replace"))

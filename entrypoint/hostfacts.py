@@ -10,6 +10,7 @@ import re
 from typing import Mapping, NamedTuple
 
 from .errors import ConfigError
+from .mpi import NetworkFacts
 
 _GPU_DEVICE = re.compile(r"^nvidia\d+$")
 
@@ -20,6 +21,7 @@ class HostFacts(NamedTuple):
     num_neurons: int
     smddprun_installed: bool
     smddpmprun_installed: bool
+    network: NetworkFacts
 
 
 def on_path(name: str, path: str) -> bool:
@@ -32,6 +34,25 @@ def count_gpus(dev_dir: str = "/dev") -> int:
         return sum(1 for name in os.listdir(dev_dir) if _GPU_DEVICE.match(name))
     except OSError:
         return 0
+
+
+def network_facts(sys_net: str = "/sys/class/net", route_table: str = "/proc/net/route") -> NetworkFacts:
+    try:
+        interfaces = tuple(sorted(os.listdir(sys_net)))
+    except OSError:
+        interfaces = ()
+    default = None
+    try:
+        with open(route_table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if len(fields) > 1 and fields[1] == "00000000":
+                    default = fields[0]
+                    break
+    except OSError:
+        pass
+    efa = os.path.exists("/dev/infiniband/uverbs0")
+    return NetworkFacts(interfaces, default, efa)
 
 
 def _int_override(environ: Mapping[str, str], name: str, measured: int) -> int:
@@ -52,4 +73,5 @@ def gather(environ: Mapping[str, str], instance_type: str) -> HostFacts:
         num_neurons=64 if "trn2.48xlarge" in instance_type else 0,
         smddprun_installed=on_path("smddprun", environ.get("PATH", os.defpath)),
         smddpmprun_installed=on_path("smddpmprun", environ.get("PATH", os.defpath)),
+        network=network_facts(),
     )

@@ -63,3 +63,12 @@ def descendants_of(pid: int) -> list[int]:
         found.append(current)
         todo.extend(children.get(current, ()))
     return found
+
+
+def command_name(pid: int) -> bytes:
+    """The process's command name (/proc/PID/comm), b"" if it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as f:
+            return f.read().strip()
+    except OSError:
+        return b""

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
 from .config import InputMode, TrainingConfig
-from .errors import ConfigError
 from .hostfacts import HostFacts
 from .hyperparameters import to_cmd_args
+from .mpi import MpiLayout, layout, mpirun_command
 from .program import ProgramLaunch, plan_program
 from .smenv import process_env_vars, sm_env_vars
 
@@ -21,6 +21,27 @@ class Role(enum.Enum):
     SINGLE = "single"  # one host, or several hosts each running its own copy (no MPI)
     MASTER = "master"  # runs mpirun for the whole job
     WORKER = "worker"  # serves the master's ranks and follows the job
+
+
+class MpiPlan(NamedTuple):
+    master: str
+    workers: tuple[str, ...]
+    layout: MpiLayout
+    control_bind: str  # all interfaces when there are workers, loopback alone otherwise
+    control_port: int
+    peer_wait_s: float
+    sshd_config: str
+    sshd_port: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "master": self.master,
+            "workers": list(self.workers),
+            "processes_per_host": self.layout.processes_per_host,
+            "num_processes": self.layout.num_processes,
+            "control": f"{self.control_bind}:{self.control_port}",
+            "peer_wait_s": self.peer_wait_s,
+        }
 
 
 class LaunchPlan(NamedTuple):
@@ -35,6 +56,7 @@ class LaunchPlan(NamedTuple):
     grace_period_s: float
     failure_file: Path
     success_file: Path
+    mpi: Optional[MpiPlan]  # None: the program runs on this host without MPI
 
     def child_env(self, inherited: Mapping[str, str]) -> dict[str, str]:
         env = dict(inherited)
@@ -52,11 +74,12 @@ class LaunchPlan(NamedTuple):
             "folders": [str(f) for f in self.folders],
             "grace_period_s": self.grace_period_s,
             "env": dict(sorted(self.env_set.items())),
+            "mpi": self.mpi.to_json() if self.mpi else None,
         }
 
 
 def role_of(config: TrainingConfig) -> Role:
-    if not (config.mpi.enabled and config.is_multi_host):
+    if not config.mpi.enabled:
         return Role.SINGLE
     return Role.MASTER if config.resources.current_host == config.resources.hosts[0] else Role.WORKER
 
@@ -75,13 +98,23 @@ def toolkit_env_vars(config: TrainingConfig) -> dict[str, str]:
     return {"SM_CHECKPOINT_DIR": str(config.checkpoint_dir), **pipe_env_vars(config)}
 
 
-def plan_launch(config: TrainingConfig, facts: HostFacts, python: str) -> LaunchPlan:
+def _mpi_plan(config: TrainingConfig, facts: HostFacts, environ: Mapping[str, str]) -> MpiPlan:
+    hosts = config.resources.hosts
+    return MpiPlan(
+        master=hosts[0],
+        workers=hosts[1:],
+        layout=layout(hosts, config.mpi.processes_per_host, config.mpi.num_processes, facts.num_gpus),
+        control_bind="0.0.0.0" if len(hosts) > 1 else "127.0.0.1",
+        control_port=config.control_port,
+        peer_wait_s=config.peer_wait_s,
+        sshd_config=environ.get("SMTRAIN_SSHD_CONFIG") or "/etc/ssh/sshd_config",
+        sshd_port=int(environ.get("SMTRAIN_SSHD_PORT") or 22),
+    )
+
+
+def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: str = "") -> LaunchPlan:
+    """What this host does. `token` authenticates rank reports on the MPI control channel."""
     role = role_of(config)
-    if config.mpi.enabled:
-        raise ConfigError(
-            "hyperparameters.json: sagemaker_mpi_enabled is true, but this version of the toolkit runs "
-            "programs without MPI only; set sagemaker_mpi_enabled to false"
-        )
     launch = plan_program(config.program, config.paths.code_dir, to_cmd_args(config.user_hyperparameters), python)
     pythonpath = str(launch.program_dir)
     if config.environ.get("PYTHONPATH"):
@@ -92,12 +125,35 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str) -> Launch
         **toolkit_env_vars(config),
         "PYTHONPATH": pythonpath,
     }
+    argv = launch.argv
+    mpi = _mpi_plan(config, facts, config.environ) if role is not Role.SINGLE else None
+    if role is Role.MASTER and mpi is not None:
+        control_host = mpi.master if mpi.workers else "127.0.0.1"
+        env_set.update(
+            SMTRAIN_CONTROL=f"{control_host}:{mpi.control_port}",
+            SMTRAIN_CONTROL_TOKEN=token,
+            SMTRAIN_GRACE_PERIOD_S=f"{config.grace_period_s:g}",
+        )
+        command = mpirun_command(
+            mpi.layout,
+            config.resources.current_host,
+            config.resources.network_interface_name,
+            config.resources.current_instance_type,
+            facts.network,
+            {**config.environ, **env_set},
+            config.mpi.custom_options,
+            (python, "-m", "entrypoint.rank", "--", *launch.argv),
+        )
+        argv = command.argv
+        env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
+    elif role is Role.WORKER:
+        argv = ()  # the master's mpirun starts this host's ranks through sshd
     requirements = launch.program_dir / "requirements.txt"
     return LaunchPlan(
         role=role,
         host=config.resources.current_host,
         program=launch,
-        argv=launch.argv,
+        argv=argv,
         cwd=launch.program_dir,
         env_set=env_set,
         requirements=requirements if launch.fetch_from or requirements.is_file() else None,
@@ -105,6 +161,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str) -> Launch
         grace_period_s=config.grace_period_s,
         failure_file=config.paths.failure_file,
         success_file=config.paths.success_file,
+        mpi=mpi,
     )
 
 

@@ -15,12 +15,11 @@ from .outcome import (
 )
 from .plan import LaunchPlan
 from .program import check_program
-from .supervise import SignalWaker, supervise
+from .supervise import ProcessResult, SignalWaker, supervise
 
 
-def run_single(plan: LaunchPlan, inherited_env: dict[str, str], python: str, waker: SignalWaker) -> int:
-    """Run the program on this host and return the exit status `train` should end with."""
-    failure_at_start = FileState.of(plan.failure_file)
+def prepare(plan: LaunchPlan, python: str) -> None:
+    """Everything before the program can start on this host: folders, code, requirements, checks."""
     for folder in plan.folders:
         folder.mkdir(parents=True, exist_ok=True)
     if plan.program.fetch_from:
@@ -28,17 +27,33 @@ def run_single(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     if plan.requirements and plan.requirements.is_file():
         install_requirements(python, plan.requirements)
     check_program(plan.program)
+
+
+def finish(plan: LaunchPlan, status: int, reason: str, failure_at_start: FileState) -> int:
+    """Report the outcome SageMaker's way and return the exit status."""
+    if status == 0:
+        log("the job succeeded" if plan.mpi else "the program succeeded")
+        report_success(plan.success_file)
+        return 0
+    log(reason.splitlines()[0])
+    if not report_failure(plan.failure_file, reason, failure_at_start):
+        log(f"kept the failure file the program wrote: {plan.failure_file}")
+    return status
+
+
+def program_failure(result: ProcessResult, program: str, oom_before: object) -> str:
+    oom_after = oom_kill_count()
+    oom_killed = isinstance(oom_before, int) and oom_after is not None and oom_after > oom_before
+    kind, what = describe_program_failure(result, program, oom_killed)
+    return failure_text(kind, what, result.stderr_tail)
+
+
+def run_single(plan: LaunchPlan, inherited_env: dict[str, str], python: str, waker: SignalWaker) -> int:
+    """Run the program on this host and return the exit status `train` should end with."""
+    failure_at_start = FileState.of(plan.failure_file)
+    prepare(plan, python)
     oom_before = oom_kill_count()
     log(f"host {plan.host}: starting {shlex.join(plan.argv)}")
     result = supervise(plan.argv, plan.child_env(inherited_env), plan.cwd, plan.grace_period_s, waker)
-    if result.exit_code == 0:
-        log("the program succeeded")
-        report_success(plan.success_file)
-        return 0
-    oom_after = oom_kill_count()
-    oom_killed = oom_before is not None and oom_after is not None and oom_after > oom_before
-    kind, what = describe_program_failure(result, str(plan.program.program_path), oom_killed)
-    log(f"{kind}: {what}")
-    if not report_failure(plan.failure_file, failure_text(kind, what, result.stderr_tail), failure_at_start):
-        log(f"kept the failure file the program wrote: {plan.failure_file}")
-    return result.exit_code
+    reason = "" if result.exit_code == 0 else program_failure(result, str(plan.program.program_path), oom_before)
+    return finish(plan, result.exit_code, reason, failure_at_start)

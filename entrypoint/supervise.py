@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import Mapping, NamedTuple, Optional, Sequence
+from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 from . import linux
 from .console import log
@@ -55,6 +55,10 @@ class SignalWaker:
             signal.signal(signum, _noop)
         self._held: list[int] = []
 
+    def fileno(self) -> int:
+        """Readable when a signal arrived (for callers that select on other things too)."""
+        return self._read_fd
+
     def wait(self, timeout: Optional[float]) -> list[int]:
         """Signals received since the last call, waiting up to `timeout` s (None: until one comes)."""
         if not self._held:
@@ -83,7 +87,7 @@ class SignalWaker:
         return next((s for s in self._held if s in SHUTDOWN_SIGNALS), None)
 
 
-def _signal_tree(pgid: int, signum: int) -> None:
+def signal_tree(pgid: int, signum: int) -> None:
     """Send `signum` once to every process of the program's tree: its process group, and each
     descendant that left the group (whether still under the program or re-parented to us)."""
     try:
@@ -112,30 +116,28 @@ def _reap(program_pid: int) -> Optional[int]:
             status = wait_status
 
 
-def _tree_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return bool(linux.children_of(os.getpid()))
+def end_descendants(waker: SignalWaker, wait_s: float, spare: Sequence[int] = ()) -> None:
+    """SIGTERM every descendant of this process (except `spare`), give them `wait_s`, then SIGKILL;
+    reap them all. As a subreaper, everything a program left behind is among our descendants."""
 
+    def alive() -> list[int]:
+        _reap(-1)
+        return [pid for pid in linux.descendants_of(os.getpid()) if pid not in spare]
 
-def _end_leftovers(pgid: int, waker: SignalWaker, wait_s: float) -> None:
-    """SIGTERM what the program left running, give it `wait_s`, then SIGKILL; reap it all."""
-    _reap(-1)
-    if not _tree_alive(pgid):
-        return
-    log(f"the program left processes running; sending SIGTERM, SIGKILL after {wait_s:.0f} s")
-    _signal_tree(pgid, signal.SIGTERM)
     for signum, wait in ((signal.SIGTERM, wait_s), (signal.SIGKILL, 5.0)):
-        if signum == signal.SIGKILL:
-            _signal_tree(pgid, signal.SIGKILL)
-        deadline = time.monotonic() + wait
-        while _tree_alive(pgid) and time.monotonic() < deadline:
-            waker.wait(min(0.05, max(0.0, deadline - time.monotonic())))
-            _reap(-1)
-        if not _tree_alive(pgid):
+        pids = alive()
+        if not pids:
             return
+        if signum == signal.SIGTERM:
+            log(f"{len(pids)} process(es) left running; sending SIGTERM, SIGKILL after {wait_s:g} s")
+        for pid in pids:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + wait
+        while alive() and time.monotonic() < deadline:
+            waker.wait(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec
@@ -148,7 +150,10 @@ def supervise(
     cwd: Path,
     grace_period_s: float,
     waker: SignalWaker,
+    forward: Callable[[int, int], None] = signal_tree,
 ) -> ProcessResult:
+    """Run `argv` to its end. `forward(pid, signum)` passes a received signal on (by default to the
+    program's whole tree); when the grace period after a shutdown signal ends, the tree gets SIGKILL."""
     early = waker.shutdown_requested()
     if early is not None:
         log(f"received {signal.Signals(early).name} before the program started; not starting it")
@@ -176,7 +181,7 @@ def supervise(
         for signum in waker.wait(timeout):
             if signum == signal.SIGCHLD:
                 continue
-            _signal_tree(proc.pid, signum)
+            forward(proc.pid, signum)
             if signum in SHUTDOWN_SIGNALS and shutdown is None:
                 shutdown = signum
                 deadline = time.monotonic() + grace_period_s
@@ -184,14 +189,14 @@ def supervise(
                     f"grace period {grace_period_s:g} s before SIGKILL")
         if deadline is not None and time.monotonic() >= deadline:
             log(f"grace period of {grace_period_s:g} s is over: sending SIGKILL to the program")
-            _signal_tree(proc.pid, signal.SIGKILL)
+            signal_tree(proc.pid, signal.SIGKILL)
             killed, deadline = True, None
 
     exit_code = os.waitstatus_to_exitcode(status)
     proc.returncode = exit_code  # reaped here, not by Popen.wait(): tell Popen so it does not try
     term_signal = -exit_code if exit_code < 0 else None
     leftover_wait = LEFTOVER_WAIT_S if deadline is None else max(LEFTOVER_WAIT_S, deadline - time.monotonic())
-    _end_leftovers(proc.pid, waker, leftover_wait)
+    end_descendants(waker, leftover_wait)
     if not relay.join(timeout=5.0):
         log("the program's stderr is still held open by a process outside its tree; not waiting for it")
     return ProcessResult(

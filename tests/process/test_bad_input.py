@@ -55,7 +55,7 @@ CASES: dict[str, tuple[Callable[[Tree], None], int, list[str]]] = {
                                          "positive integer", '"two"']),
     "bad-grace-period": (lambda t: t.write_config("hyperparameters.json", {"sagemaker_program": '"train.py"',
                                                                            "sagemaker_grace_period_seconds": "-5"}),
-                         CONFIG_ERROR, ["grace period", ">= 0", "-5"]),
+                         CONFIG_ERROR, ["sagemaker_grace_period_seconds", ">= 0", "-5"]),
 }
 
 

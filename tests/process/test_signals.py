@@ -119,4 +119,4 @@ open({str(out)!r}, 'w').write(f'{{a.pid}} {{b.pid}}')
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 20
     assert not any(_alive(p) for p in _pids(out))
-    assert b"left processes running" in done.stderr
+    assert b"process(es) left running" in done.stderr

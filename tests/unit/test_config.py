@@ -7,10 +7,12 @@ import pytest
 from entrypoint.config import InputMode, load_config
 from entrypoint.errors import ConfigError
 from entrypoint.hostfacts import HostFacts
+from entrypoint.mpi import NetworkFacts
 from entrypoint.plan import Role, plan_launch
 from tests.support import make_tree
 
-FACTS = HostFacts(num_cpus=4, num_gpus=0, num_neurons=0, smddprun_installed=False, smddpmprun_installed=False)
+FACTS = HostFacts(num_cpus=4, num_gpus=0, num_neurons=0, smddprun_installed=False, smddpmprun_installed=False,
+                  network=NetworkFacts(("eth0", "lo"), "eth0", efa_present=False))
 
 
 def test_env_overrides_stand_in_for_files(tmp_path: Path) -> None:

@@ -1,0 +1,89 @@
+"""The rank launcher: what mpirun starts for every rank on every host (standard library only).
+
+    python -m entrypoint.rank -- PROGRAM [ARGS...]
+
+It adds the rank's own facts to the environment, runs the program under the same supervisor as
+`train` (own process group, signals forwarded, grace period, nothing left behind, stderr tail
+kept), and when the program ends non-zero it reports who failed and how to the master's `train`,
+which names that rank in the job's failure reason.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Mapping, Optional, Sequence
+
+from . import console, control
+from .supervise import ProcessResult, SignalWaker, supervise
+
+REPORT_TAIL_BYTES = 2048
+
+
+def local_host(environ: Mapping[str, str]) -> Optional[str]:
+    """This host's name as SageMaker knows it (its own resourceconfig.json), not the container's hostname."""
+    path = Path(environ.get("SAGEMAKER_BASE_DIR") or "/opt/ml") / "input" / "config" / "resourceconfig.json"
+    try:
+        host = json.loads(path.read_text()).get("current_host")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return host if isinstance(host, str) else None
+
+
+def rank_env(environ: Mapping[str, str]) -> dict[str, str]:
+    env = dict(environ)
+    for ours, theirs in (("SM_RANK", "OMPI_COMM_WORLD_RANK"), ("SM_SIZE", "OMPI_COMM_WORLD_SIZE"),
+                         ("SM_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"), ("SM_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE")):
+        if theirs in environ:
+            env[ours] = environ[theirs]
+    host = local_host(environ)
+    if host:
+        env["SM_CURRENT_HOST"] = env["CURRENT_HOST"] = host
+    return env
+
+
+def report(environ: Mapping[str, str], env: Mapping[str, str], result: ProcessResult, program: str) -> None:
+    """Tell the master's control server how this rank ended (best effort, bounded to 3 s)."""
+    address = environ.get("SMTRAIN_CONTROL")
+    if not address:
+        return
+    host, _, port = address.rpartition(":")
+    message = {
+        "type": "rank-exit",
+        "token": environ.get("SMTRAIN_CONTROL_TOKEN", ""),
+        "host": env.get("SM_CURRENT_HOST", "?"),
+        "rank": int(env.get("SM_RANK", "-1")),
+        "local_rank": int(env.get("SM_LOCAL_RANK", "-1")),
+        "program": program,
+        "exit_code": result.exit_code,
+        "term_signal": result.term_signal,
+        "shutdown_signal": result.shutdown_signal,
+        "killed_after_grace": result.killed_after_grace,
+        "stderr_tail": result.stderr_tail[-REPORT_TAIL_BYTES:].decode("utf-8", "replace"),
+    }
+    sock = control.connect(host, int(port), time.monotonic() + 3.0, message)
+    if sock is not None:
+        sock.close()
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    waker = SignalWaker()
+    args = list(sys.argv[1:] if argv is None else argv)
+    if "--" in args:
+        args = args[args.index("--") + 1:]
+    if not args:
+        sys.stderr.write("usage: python -m entrypoint.rank -- PROGRAM [ARGS...]\n")
+        return 2
+    env = rank_env(os.environ)
+    console.set_prefix(f"[train rank {env.get('SM_RANK', '?')}@{env.get('SM_CURRENT_HOST', '?')}] ")
+    grace = float(os.environ.get("SMTRAIN_GRACE_PERIOD_S", "110"))
+    result = supervise(args, env, Path.cwd(), grace, waker)
+    if result.exit_code != 0:
+        report(os.environ, env, result, args[-1] if len(args) == 1 else args[1])
+    return result.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
