@@ -15,7 +15,7 @@ from .errors import ExitCode, PeersUnreachable
 from .outcome import FileState, describe_program_failure, failure_text, oom_kill_count
 from .plan import LaunchPlan
 from .run import finish, prepare, program_failure
-from .sshd import start_sshd, wait_listening
+from .sshd import start_sshd, stop_sshd, wait_listening
 from .supervise import SHUTDOWN_SIGNALS, ProcessResult, SignalWaker, end_descendants, supervise
 
 # The processes that start ranks: their children are the rank launchers.
@@ -113,7 +113,8 @@ def run_worker(plan: LaunchPlan, python: str, waker: SignalWaker) -> int:
             )
         status, reason = _follow(plan, sock, waker)
     finally:
-        end_descendants(waker, 2.0)  # ranks the job left behind, orted, sshd: nothing outlives train
+        stop_sshd(sshd)
+        end_descendants(waker, 2.0)  # ranks or daemons the job left behind: nothing outlives train
     return finish(plan, status, reason, failure_at_start)
 
 

@@ -1,7 +1,6 @@
 """sshd for MPI on worker hosts: started by `train`, key authentication only (see docker/sshd_config)."""
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -17,13 +16,36 @@ def start_sshd(config: str, port: int) -> subprocess.Popen:
     )
 
 
-def wait_listening(port: int, deadline: float, proc: subprocess.Popen) -> bool:
-    """Whether sshd accepts connections on this host's `port` before `deadline` (False if it died)."""
-    while time.monotonic() < deadline and proc.poll() is None:
+def listening(port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> bool:
+    """Whether something listens on TCP `port` here (read from /proc: a probe connection would
+    show up in sshd's log as a failed login)."""
+    wanted = f":{port:04X}"
+    for table in tables:
         try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return True
+            with open(table) as f:
+                for line in f.readlines()[1:]:
+                    fields = line.split()
+                    if fields[1].endswith(wanted) and fields[3] == "0A":  # 0A: LISTEN
+                        return True
         except OSError:
-            time.sleep(0.05)
+            continue
     return False
 
+
+def wait_listening(port: int, deadline: float, proc: subprocess.Popen) -> bool:
+    """Whether sshd listens on `port` before `deadline` (False as soon as it died)."""
+    while time.monotonic() < deadline and proc.poll() is None:
+        if listening(port):
+            return True
+        time.sleep(0.02)
+    return False
+
+
+def stop_sshd(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=2)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)

@@ -1,0 +1,33 @@
+"""Horovod with tf_keras `fit`: DistributedOptimizer and the broadcast callback must leave every
+rank with identical weights. Writes `weights-<rank>.json` to SM_OUTPUT_DATA_DIR."""
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+import hashlib  # noqa: E402
+import json  # noqa: E402
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+import horovod.tensorflow.keras as hvd  # noqa: E402
+
+hvd.init()
+tf.random.set_seed(200 + hvd.rank())
+rng = np.random.default_rng(hvd.rank())
+x = rng.normal(size=(256, 4)).astype("float32")
+y = x.sum(axis=1, keepdims=True).astype("float32")
+model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="relu", input_shape=(4,)), tf.keras.layers.Dense(1)])
+model.compile(loss="mse", optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01 * hvd.size())))
+
+
+class MetricLines(tf.keras.callbacks.Callback):
+    def on_epoch_end(self, epoch, logs=None):
+        if hvd.rank() == 0:
+            print(f"epoch={epoch}; loss={logs['loss']:.6f};", flush=True)
+
+
+model.fit(x, y, batch_size=32, epochs=2, verbose=0,
+          callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), MetricLines()])
+digest = hashlib.sha256(b"".join(w.numpy().tobytes() for w in model.weights)).hexdigest()
+with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], f"weights-{hvd.rank()}.json"), "w") as f:
+    json.dump({"rank": hvd.rank(), "size": hvd.size(), "host": os.environ["SM_CURRENT_HOST"], "digest": digest}, f)
