@@ -65,6 +65,7 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     failure_at_start = FileState.of(plan.failure_file)
     prepare(plan, python)
     server = control.ControlServer(mpi.control_bind, mpi.control_port, token, log)
+    server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
     try:
         if mpi.workers:
             log(f"waiting up to {mpi.peer_wait_s:g} s for workers {', '.join(mpi.workers)}")
@@ -76,7 +77,6 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
                 )
                 server.end(int(error.exit_code), failure_text(error.kind, str(error)))
                 raise error
-            server.start_heartbeat()
         server.broadcast({"type": "start"})
 
         def forward(mpirun_pid: int, signum: int) -> None:
@@ -101,6 +101,7 @@ def run_worker(plan: LaunchPlan, python: str, waker: SignalWaker) -> int:
     failure_at_start = FileState.of(plan.failure_file)
     prepare(plan, python)
     deadline = time.monotonic() + mpi.peer_wait_s
+    linux.become_subreaper()  # orted daemonizes: it must re-parent to us, not to the host's init
     sshd = start_sshd(mpi.sshd_config, mpi.sshd_port)
     try:
         if not wait_listening(mpi.sshd_port, deadline, sshd):
@@ -130,8 +131,9 @@ def _follow(plan: LaunchPlan, sock: socket.socket, waker: SignalWaker) -> tuple[
         nonlocal grace_deadline
         if signum in forwarded and signum in SHUTDOWN_SIGNALS:
             return  # the same stop asked for twice (locally and by the master): one signal is enough
-        forwarded.add(signum)
         count = signal_ranks(me, signum)
+        if count:
+            forwarded.add(signum)
         log(f"{origin}: forwarded {signal.Signals(signum).name} to {count} local rank(s)")
         if signum in SHUTDOWN_SIGNALS and grace_deadline is None:
             grace_deadline = time.monotonic() + plan.grace_period_s

@@ -76,28 +76,30 @@ class Host:
         self.proc: Optional[subprocess.Popen] = None
 
     @property
+    def pid1(self) -> Optional[int]:
+        """The host's init (PID 1 of its namespace), as seen from outside."""
+        return _first_child(self.proc.pid) if self.proc is not None else None
+
+    @property
     def train_pid(self) -> Optional[int]:
-        """The host's PID 1 (its `train`), as seen from outside."""
-        if self.proc is None:
-            return None
-        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children")
-        try:
-            pids = children.read_text().split()
-        except OSError:
-            return None
-        return int(pids[0]) if pids else None
+        """The host's `train`, as seen from outside (None once it has exited)."""
+        pid1 = self.pid1
+        return _first_child(pid1) if pid1 is not None else None
 
     def start(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        # PID 1 is a minimal init (sh), as `docker run --init` gives: it runs train and, once train
+        # has exited, lists what still lives in the host, so tests can tell that train left nothing.
         script = (
             'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" "$4" '
-            '&& mkdir -p /root/.ssh && mount --bind "$5" /root/.ssh && shift 5 && exec "$@"'
+            '&& mkdir -p /root/.ssh && mount --bind "$5" /root/.ssh && left="$6" && shift 6 || exit 99; '
+            '"$@"; rc=$?; ps -e -o pid=,comm= > "$left"; exit $rc'
         )
         c = self.cluster
         argv = [
             "ip", "netns", "exec", self.netns,
             "unshare", "--uts", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private",
             "sh", "-c", script, "sh", self.name, str(c.folder / "etc_hosts"), str(self.ml), str(c.ml_mount),
-            str(c.folder / "ssh" / "client"), *argv,
+            str(c.folder / "ssh" / "client"), str(self.folder / "leftovers"), *argv,
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             argv, env=dict(env), stdout=open(self.folder / "stdout", "wb"), stderr=open(self.folder / "stderr", "wb")
@@ -107,13 +109,16 @@ class Host:
             time.sleep(0.01)
 
     def signal(self, signum: int) -> None:
+        """Send `signum` to this host's train (as `docker stop` would to the container's entry point)."""
         pid = self.train_pid
         if pid is not None:
             os.kill(pid, signum)
 
     def kill(self) -> None:
         """The host dies: SIGKILL its PID 1, which takes every process of its PID namespace with it."""
-        self.signal(signal.SIGKILL)
+        pid = self.pid1
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
 
     def wait(self, timeout: float) -> Optional[int]:
         if self.proc is None:
@@ -124,30 +129,19 @@ class Host:
             return None
 
     def exec(self, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
-        pid = self.train_pid
+        pid = self.pid1
         if pid is None:
             raise RuntimeError(f"{self.name} is not running")
         return subprocess.run(["nsenter", "-t", str(pid), "-n", "-u", "-m", "-p", "--", *argv],
                               capture_output=True, text=True, timeout=timeout)
 
-    def processes(self) -> list[int]:
-        """Live processes of this host's PID namespace (empty once it is gone)."""
-        pid = self.train_pid
-        if pid is None:
-            return []
+    def leftovers(self) -> list[str]:
+        """What still ran in this host when its train exited (its init and `ps` aside): `pid comm`."""
         try:
-            ns = os.readlink(f"/proc/{pid}/ns/pid")
+            lines = (self.folder / "leftovers").read_text().splitlines()
         except OSError:
-            return []
-        found = []
-        for entry in os.scandir("/proc"):
-            if entry.name.isdigit():
-                try:
-                    if os.readlink(f"/proc/{entry.name}/ns/pid") == ns and _alive(int(entry.name)):
-                        found.append(int(entry.name))
-                except OSError:
-                    pass
-        return found
+            return ["<no record: the host's init did not get to write one>"]
+        return [line.strip() for line in lines if line.split()[0] != "1" and line.split()[-1] != "ps"]
 
     def stdout(self) -> str:
         return (self.folder / "stdout").read_text(errors="replace")
@@ -252,8 +246,8 @@ class Cluster:
         deadline = time.monotonic() + timeout
         return {h.name: h.wait(max(0.0, deadline - time.monotonic())) for h in hosts or self.hosts}
 
-    def leftovers(self) -> dict[str, list[int]]:
-        return {h.name: h.processes() for h in self.hosts if h.processes()}
+    def leftovers(self) -> dict[str, list[str]]:
+        return {h.name: h.leftovers() for h in self.hosts if h.leftovers()}
 
     def down(self) -> None:
         for h in self.hosts:
@@ -267,6 +261,14 @@ class Cluster:
             _run("ip", "netns", "delete", h.netns, check=False)
         _run("ip", "netns", "delete", self.switch, check=False)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _first_child(pid: int) -> Optional[int]:
+    try:
+        pids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(pids[0]) if pids else None
 
 
 def _cli(argv: Optional[Sequence[str]] = None) -> int:
@@ -321,15 +323,15 @@ def _cli(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _find_pid1(host: Host) -> Optional[int]:
-    """A host's train from a previous command: the PID 1 of a process in its network namespace."""
-    out = _run("ip", "netns", "pids", host.netns, check=False).stdout.split()
-    for pid in map(int, out):
+    """A host's init from an earlier command: the process of its network namespace that is PID 1 inside."""
+    for pid in map(int, _run("ip", "netns", "pids", host.netns, check=False).stdout.split()):
         try:
-            if Path(f"/proc/{pid}/status").read_text().count("\nNSpid:") and \
-                    Path(f"/proc/{pid}/status").read_text().split("NSpid:")[1].split()[-1] == "1":
-                return pid
+            status = Path(f"/proc/{pid}/status").read_text()
         except OSError:
             continue
+        nspids = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+        if nspids and nspids[-1] == "1":
+            return pid
     return None
 
 

@@ -1,0 +1,42 @@
+"""Cluster tests need root (namespaces) and run real sshd, mpirun and train on simulated hosts."""
+from __future__ import annotations
+
+import itertools
+import os
+import time
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from scripts.cluster import Cluster
+
+PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
+_names = itertools.count(1)
+
+
+@pytest.fixture
+def make_cluster() -> Iterator:
+    if os.geteuid() != 0:
+        pytest.skip("the cluster harness needs root")
+    made: list[Cluster] = []
+
+    def make(num_hosts: int) -> Cluster:
+        cluster = Cluster(f"t{os.getpid() % 1000}{next(_names)}"[:6], num_hosts, net=len(made) + 1)
+        made.append(cluster)
+        cluster.up()
+        return cluster
+
+    yield make
+    for cluster in made:
+        cluster.down()
+
+
+def wait_for_files(cluster: Cluster, pattern: str, count: int, timeout: float) -> list[Path]:
+    """Files matching `pattern` in the hosts' output/data folders, once there are `count` (bounded)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [p for h in cluster.hosts for p in (h.ml / "output" / "data").glob(pattern)]
+        if len(found) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)

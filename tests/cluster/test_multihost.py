@@ -1,0 +1,141 @@
+"""Several hosts: real sshd, real mpirun, real Horovod with TensorFlow, on simulated hosts.
+
+Bounds asserted here (README, "Several hosts"): a failing rank ends every host within 10 s; a lost
+master ends every worker within 5 s (connection closed) - HEARTBEAT_TIMEOUT_S when it goes silent;
+a lost worker ends the master within 15 s; hosts wait SM_PEER_WAIT_SECONDS for peers.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.cluster.conftest import PROGRAMS, wait_for_files
+
+TRAIN = [str(Path(sys.executable).parent / "train")]
+MPI = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2}
+
+
+@pytest.mark.parametrize("program,hosts", [("hvd_custom_loop.py", 2), ("hvd_keras_fit.py", 2),
+                                           ("hvd_custom_loop.py", 3), ("hvd_keras_fit.py", 3)])
+def test_horovod_training_ends_with_identical_weights_everywhere(make_cluster, program: str, hosts: int) -> None:
+    cluster = make_cluster(hosts)
+    cluster.write_job(MPI, program=PROGRAMS / program)
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    statuses = cluster.wait(240)
+    details = {h.name: h.stderr()[-1500:] for h in cluster.hosts}
+    assert statuses == {h.name: 0 for h in cluster.hosts}, details
+    reports = [json.loads(p.read_text()) for p in wait_for_files(cluster, "weights-*.json", 2 * hosts, 1)]
+    assert sorted(r["rank"] for r in reports) == list(range(2 * hosts))
+    assert {r["host"] for r in reports} == {h.name for h in cluster.hosts}
+    assert len({r["digest"] for r in reports}) == 1, reports
+    master_out = cluster.hosts[0].stdout()
+    assert "loss=" in master_out and all(line.split(";")[0].split("=")[0] in ("step", "epoch")
+                                         for line in master_out.splitlines() if "loss=" in line)
+    assert cluster.leftovers() == {}
+
+
+def test_a_crashing_rank_on_a_worker_ends_every_host(make_cluster) -> None:
+    cluster = make_cluster(3)
+    cluster.write_job({**MPI, "crash-rank": 3, "crash-after": 2}, program=PROGRAMS / "mpi_behaviour.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="30"))
+    assert len(wait_for_files(cluster, "running-*", 6, 30)) == 6
+    crashed = time.monotonic() + 2  # rank 3 raises 2 s after it started
+    statuses = cluster.wait(30)
+    ended = time.monotonic()
+    assert all(s not in (None, 0) for s in statuses.values()), statuses
+    assert ended - crashed < 10
+    reason = cluster.hosts[0].failure()
+    assert reason is not None and reason.startswith("RuntimeError: ")
+    assert "rank 3" in reason and "on host algo-2" in reason and "rank 3 failed on purpose" in reason
+    assert statuses["algo-1"] == 1  # the failing rank's own status
+    for worker in cluster.hosts[1:]:
+        assert "rank 3" in (worker.failure() or ""), worker.stderr()[-1000:]
+    assert cluster.leftovers() == {}
+
+
+@pytest.mark.parametrize("on_term,expected", [("exit0", 0), ("continue", 137)])
+def test_sigterm_to_every_host(make_cluster, on_term: str, expected: int) -> None:
+    cluster = make_cluster(2)
+    cluster.write_job({**MPI, "on-term": on_term}, program=PROGRAMS / "mpi_behaviour.py")
+    grace = 3
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="30", SM_GRACE_PERIOD_SECONDS=str(grace)))
+    assert len(wait_for_files(cluster, "running-*", 4, 30)) == 4
+    sent = time.monotonic()
+    for host in cluster.hosts:
+        host.signal(signal.SIGTERM)
+    statuses = cluster.wait(grace + 20)
+    assert statuses == {h.name: expected for h in cluster.hosts}, {h.name: h.stderr()[-1500:] for h in cluster.hosts}
+    assert len(wait_for_files(cluster, "sigterm-*", 4, 1)) == 4  # every rank got SIGTERM
+    took = time.monotonic() - sent
+    assert took < (2 if expected == 0 else grace + 5), took
+    assert cluster.leftovers() == {}
+
+
+def test_worker_host_dies_mid_job(make_cluster) -> None:
+    cluster = make_cluster(3)
+    cluster.write_job(MPI, program=PROGRAMS / "mpi_behaviour.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="30"))
+    assert len(wait_for_files(cluster, "running-*", 6, 30)) == 6
+    died = time.monotonic()
+    cluster.host("algo-3").kill()
+    statuses = cluster.wait(20, hosts=cluster.hosts[:2])
+    assert time.monotonic() - died < 15
+    assert statuses["algo-1"] not in (None, 0) and statuses["algo-2"] not in (None, 0), statuses
+    assert "algo-3" in (cluster.hosts[0].failure() or ""), cluster.hosts[0].stderr()[-2000:]
+    assert cluster.hosts[0].leftovers() == [] and cluster.hosts[1].leftovers() == []
+
+
+def test_master_dies_mid_job(make_cluster) -> None:
+    cluster = make_cluster(3)
+    cluster.write_job(MPI, program=PROGRAMS / "mpi_behaviour.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="30"))
+    assert len(wait_for_files(cluster, "running-*", 6, 30)) == 6
+    died = time.monotonic()
+    cluster.host("algo-1").kill()
+    statuses = cluster.wait(20, hosts=cluster.hosts[1:])
+    assert time.monotonic() - died < 5
+    assert statuses == {"algo-2": 69, "algo-3": 69}, statuses
+    for worker in cluster.hosts[1:]:
+        assert (worker.failure() or "").startswith("MasterLost: lost the master algo-1")
+        assert worker.leftovers() == []
+
+
+def test_master_never_starts(make_cluster) -> None:
+    cluster = make_cluster(2)
+    cluster.write_job(MPI, program=PROGRAMS / "mpi_behaviour.py")
+    started = time.monotonic()
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="3"), hosts=cluster.hosts[1:])
+    statuses = cluster.wait(20, hosts=cluster.hosts[1:])
+    assert statuses == {"algo-2": 69}
+    assert time.monotonic() - started < 3 + 5
+    reason = cluster.hosts[1].failure() or ""
+    assert reason.startswith("PeersUnreachable: ") and "master algo-1 was not reachable" in reason
+    assert cluster.hosts[1].leftovers() == []
+
+
+def test_worker_never_starts(make_cluster) -> None:
+    cluster = make_cluster(3)
+    cluster.write_job(MPI, program=PROGRAMS / "mpi_behaviour.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="4"), hosts=cluster.hosts[:2])
+    statuses = cluster.wait(20, hosts=cluster.hosts[:2])
+    assert statuses == {"algo-1": 69, "algo-2": 69}, statuses
+    reason = cluster.hosts[0].failure() or ""
+    assert reason.startswith("PeersUnreachable: workers algo-3 did not report"), reason
+    assert "algo-3" in (cluster.hosts[1].failure() or "")  # the worker that came learns why the job ended
+
+
+def test_a_late_worker_still_joins(make_cluster) -> None:
+    """A worker in early hears heartbeats while the master waits for one that starts late."""
+    cluster = make_cluster(3)
+    cluster.write_job({**MPI, "run-for": 1}, program=PROGRAMS / "mpi_behaviour.py")
+    env = cluster.env(SM_PEER_WAIT_SECONDS="60")
+    cluster.start(TRAIN, env, hosts=cluster.hosts[:2])
+    time.sleep(12)  # longer than a worker waits without hearing from its master
+    cluster.start(TRAIN, env, hosts=cluster.hosts[2:])
+    statuses = cluster.wait(60)
+    assert statuses == {"algo-1": 0, "algo-2": 0, "algo-3": 0}, {h.name: h.stderr()[-800:] for h in cluster.hosts}

@@ -1,0 +1,103 @@
+"""The mpirun command as a pure function of the plan's inputs: representative plans."""
+from __future__ import annotations
+
+import pytest
+
+from entrypoint.mpi import MpiLayout, NetworkFacts, choose_interface, is_exported, layout, mpirun_command
+
+NET = NetworkFacts(interfaces=("eth0", "lo"), default_route_interface="eth0", efa_present=False)
+EFA_NET = NetworkFacts(interfaces=("eth0", "lo"), default_route_interface="eth0", efa_present=True)
+RANK = ("/venv/bin/python", "-m", "entrypoint.rank", "--", "/venv/bin/python", "/opt/ml/code/train.py", "--lr", "0.1")
+
+
+def _command(**overrides):
+    args = dict(job=layout(("algo-1", "algo-2"), 4, None, 0), current_host="algo-1", wanted_interface="eth0",
+                instance_type="ml.c5.18xlarge", network=NET, env={"PATH": "/bin", "SM_HPS": "{}"},
+                custom_options=(), rank_argv=RANK)
+    args.update(overrides)
+    return mpirun_command(**args)
+
+
+def _option(argv: tuple[str, ...], name: str) -> list[str]:
+    return [argv[i + 1] for i, a in enumerate(argv) if a == name]
+
+
+def test_layout_defaults_to_one_process_per_gpu_else_one() -> None:
+    assert layout(("a", "b"), None, None, num_gpus=8) == MpiLayout(("a", "b"), 8, 16)
+    assert layout(("a", "b", "c"), None, None, num_gpus=0) == MpiLayout(("a", "b", "c"), 1, 3)
+    assert layout(("a", "b"), 2, 3, num_gpus=8).num_processes == 3
+
+
+def test_hosts_slots_np_and_the_master_as_localhost() -> None:
+    argv = _command(current_host="algo-1").argv
+    assert _option(argv, "--host") == ["localhost:4,algo-2:4"]
+    assert _option(argv, "-np") == ["8"]
+    assert argv[argv.index("--bind-to") + 1] == "none" and argv[argv.index("--map-by") + 1] == "slot"
+    # SDK local mode: the current host is known by its alias only; it is still the local one.
+    argv = _command(job=layout(("algo-1-ab3x9", "algo-2-ab3x9"), 1, None, 0), current_host="algo-1-ab3x9").argv
+    assert _option(argv, "--host") == ["localhost:1,algo-2-ab3x9:1"]
+
+
+def test_abort_on_failure_without_kill_delay_and_no_output_tags() -> None:
+    argv = _command().argv
+    mca = {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--mca"}
+    assert mca["orte_abort_on_non_zero_status"] == "1"
+    assert mca["odls_base_sigkill_timeout"] == "0"
+    assert mca["plm_rsh_no_tree_spawn"] == "1"
+    assert "--tag-output" not in argv and "--display-map" not in argv
+
+
+def test_interface_for_btl_oob_and_nccl() -> None:
+    command = _command(wanted_interface="eth0")
+    argv = command.argv
+    assert argv[argv.index("btl_tcp_if_include") + 1] == "eth0" and argv[argv.index("oob_tcp_if_include") + 1] == "eth0"
+    assert command.env["NCCL_SOCKET_IFNAME"] == "eth0" and "NCCL_SOCKET_IFNAME" in _option(argv, "-x")
+
+
+def test_missing_interface_falls_back_to_the_default_route() -> None:
+    """SDK local mode says ethwe; the container has eth0."""
+    assert choose_interface("ethwe", NET) == "eth0"
+    command = _command(wanted_interface="ethwe")
+    assert command.argv[command.argv.index("btl_tcp_if_include") + 1] == "eth0"
+    assert choose_interface(None, NetworkFacts(("lo",), None, False)) is None
+    assert "btl_tcp_if_include" not in _command(network=NetworkFacts(("lo",), None, False)).argv
+
+
+@pytest.mark.parametrize("instance_type,rdma", [("ml.p4d.24xlarge", True), ("ml.p5.48xlarge", True),
+                                                ("ml.p3dn.24xlarge", False), ("ml.g5.48xlarge", False)])
+def test_efa_instances_with_the_device(instance_type: str, rdma: bool) -> None:
+    command = _command(instance_type=instance_type, network=EFA_NET)
+    assert command.env["FI_PROVIDER"] == "efa"
+    assert ("FI_EFA_USE_DEVICE_RDMA" in command.env) == rdma
+    assert ("NCCL_PROTO" in command.env) == (not rdma)
+    assert "FI_PROVIDER" in _option(command.argv, "-x")
+
+
+def test_efa_instance_without_the_device_gets_no_efa_settings() -> None:
+    command = _command(instance_type="ml.p4d.24xlarge", network=NET)
+    assert "FI_PROVIDER" not in command.env and "FI_PROVIDER" not in _option(command.argv, "-x")
+
+
+def test_non_efa_instance_never_gets_efa_settings() -> None:
+    assert "FI_PROVIDER" not in _command(instance_type="ml.c5.18xlarge", network=EFA_NET).env
+
+
+def test_environment_travels_by_name_only() -> None:
+    env = {"PATH": "/bin", "AWS_SECRET_ACCESS_KEY": "s3cr3t", "HOSTNAME": "x", "SM_CURRENT_HOST": "algo-1",
+           "OMPI_MCA_foo": "1", "SM_HP_LEARNING-RATE": "0.1"}
+    command = _command(env=env)
+    exported = _option(command.argv, "-x")
+    assert "AWS_SECRET_ACCESS_KEY" in exported and "s3cr3t" not in " ".join(command.argv)
+    assert "PATH" in exported and "SM_HP_LEARNING-RATE" in exported
+    assert not {"HOSTNAME", "SM_CURRENT_HOST", "OMPI_MCA_foo"} & set(exported)
+    assert command.env["AWS_SECRET_ACCESS_KEY"] == "s3cr3t"  # mpirun itself has it, to pass it on
+
+
+def test_custom_options_come_before_the_program() -> None:
+    argv = _command(custom_options=("--mca", "btl_tcp_if_exclude", "docker0", "-x", "NCCL_DEBUG=WARN")).argv
+    assert argv[-len(RANK):] == RANK
+    assert argv[-len(RANK) - 5:-len(RANK)] == ("--mca", "btl_tcp_if_exclude", "docker0", "-x", "NCCL_DEBUG=WARN")
+
+
+def test_is_exported() -> None:
+    assert is_exported("LD_LIBRARY_PATH") and not is_exported("BASH_FUNC_x%%") and not is_exported("PWD")
