@@ -309,6 +309,9 @@ def _cli(argv: Optional[Sequence[str]] = None) -> int:
     if args.command == "exec":
         cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
         pid = _find_pid1(cluster.host(args.host))
+        if pid is None:
+            print(f"{args.host} is not running (its train has ended, or `start` was not run)", file=sys.stderr)
+            return 1
         return subprocess.call(["nsenter", "-t", str(pid), "-n", "-u", "-m", "-p", "--", *cmd])
     if args.command == "wait":
         for h in cluster.hosts:

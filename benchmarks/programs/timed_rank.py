@@ -1,0 +1,19 @@
+"""A rank that records when it started and when it ended (wall clock, shared by all simulated hosts)."""
+import os
+import signal
+import sys
+import time
+
+started = time.time()
+out = os.environ["SM_OUTPUT_DATA_DIR"]
+rank = int(os.environ["SM_RANK"])
+args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
+with open(os.path.join(out, f"start-{rank}"), "w") as f:
+    f.write(repr(started))
+time.sleep(float(args.get("--run-for", "1")))
+if rank == int(args.get("--die-rank", "-1")):
+    with open(os.path.join(out, "killed"), "w") as f:
+        f.write(repr(time.time()))
+    os.kill(os.getpid(), signal.SIGKILL)
+with open(os.path.join(out, f"end-{rank}"), "w") as f:
+    f.write(repr(time.time()))
