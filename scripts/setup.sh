@@ -30,12 +30,14 @@ install_apt_packages() {
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
-stack_fingerprint() {
-  # Everything that decides the content of the environment.
-  cat "$here"/requirements/*.txt <(sed -n '/^build_stack()/,/^}/p' "$0") | sha256sum | cut -c1-16
-}
+fingerprint() { sha256sum | cut -c1-16; }
 
-build_stack() {
+# What forces a full rebuild (Horovod compiles against this TensorFlow): the TF pin and the recipe.
+core_fingerprint() { { grep -E '^tensorflow' "$here/requirements/stack.txt"; sed -n '/^build_core()/,/^}/p' "$0"; } | fingerprint; }
+# What an incremental `pip install` brings up to date.
+packages_fingerprint() { cat "$here"/requirements/*.txt | fingerprint; }
+
+build_core() {
   local py="$venv/bin/python"
   rm -rf "$venv"
   /usr/bin/python3 -m venv "$venv"
@@ -53,11 +55,18 @@ build_stack() {
 main() {
   [ "$(id -u)" -eq 0 ] || { log "run as root (it installs apt packages)"; exit 1; }
   install_apt_packages
-  local want; want=$(stack_fingerprint)
-  if [ "$(cat "$venv/.stack-fingerprint" 2>/dev/null)" != "$want" ]; then
-    log "building the Python stack in $venv (first time: about 15 minutes, Horovod compiles)"
-    build_stack
-    echo "$want" >"$venv/.stack-fingerprint"
+  local core packages
+  core=$(core_fingerprint)
+  packages=$(packages_fingerprint)
+  if [ "$(cat "$venv/.core-fingerprint" 2>/dev/null)" != "$core" ]; then
+    log "building the Python stack in $venv (first time: several minutes, Horovod compiles)"
+    build_core
+    echo "$core" >"$venv/.core-fingerprint"
+    echo "$packages" >"$venv/.packages-fingerprint"
+  elif [ "$(cat "$venv/.packages-fingerprint" 2>/dev/null)" != "$packages" ]; then
+    log "updating packages in $venv"
+    "$venv/bin/python" -m pip install -q -r "$here/requirements/stack.txt" -r "$here/requirements/dev.txt"
+    echo "$packages" >"$venv/.packages-fingerprint"
   fi
   # This checkout itself: pure Python, a few seconds.
   "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation --force-reinstall "$here"
