@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from . import hyperparameters as hps
 from .errors import ConfigError
+from .records import RecordFormat
 
 DEFAULT_BASE_DIR = "/opt/ml"
 # SageMaker stops a job 120 s after SIGTERM; leave the toolkit time to report after the grace period.
@@ -100,6 +101,7 @@ class Channel(NamedTuple):
     content_type: Optional[str]
     s3_distribution_type: Optional[str]
     shuffle_seed: Optional[int]
+    record_format: RecordFormat  # how Pipe-mode data is framed
 
 
 class InstanceGroup(NamedTuple):
@@ -259,7 +261,23 @@ def _resources(raw: dict, path: Path, environ: Mapping[str, str]) -> Resources:
     )
 
 
-def _channels(raw: dict, path: Path) -> tuple[Channel, ...]:
+def _record_format(name: str, content_type: Optional[str], decoded: Mapping[str, Any], hp_path: str) -> RecordFormat:
+    """sagemaker_pipe_record_format (one format, or {channel: format}), else the ContentType, else TFRecord."""
+    chosen = decoded.get("sagemaker_pipe_record_format")
+    if isinstance(chosen, dict):
+        chosen = chosen.get(name)
+    if chosen is None:
+        return RecordFormat.from_content_type(content_type) or RecordFormat.TFRECORD
+    try:
+        return RecordFormat.parse(str(chosen))
+    except ValueError:
+        raise ConfigError(
+            f"{hp_path}: sagemaker_pipe_record_format for channel '{name}' is {chosen!r}; "
+            "expected tfrecord, recordio or lines"
+        ) from None
+
+
+def _channels(raw: dict, path: Path, decoded: Mapping[str, Any], hp_path: str) -> tuple[Channel, ...]:
     channels = []
     for name, spec in raw.items():
         where = f"{path}: channel '{name}'"
@@ -276,13 +294,15 @@ def _channels(raw: dict, path: Path) -> tuple[Channel, ...]:
         seed = None
         if shuffle is not None:
             seed = _field(_expect_object(shuffle, f"{where}: field 'ShuffleConfig'"), "Seed", int, f"{where}: ShuffleConfig")
+        content_type = _field(spec, "ContentType", str, where, required=False)
         channels.append(
             Channel(
                 name=name,
                 mode=mode,
-                content_type=_field(spec, "ContentType", str, where, required=False),
+                content_type=content_type,
                 s3_distribution_type=_field(spec, "S3DistributionType", str, where, required=False),
                 shuffle_seed=seed,
+                record_format=_record_format(name, content_type, decoded, hp_path),
             )
         )
     return tuple(channels)
@@ -385,7 +405,7 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
     return TrainingConfig(
         paths=paths,
         resources=resources,
-        channels=_channels(input_data_config, idc_path),
+        channels=_channels(input_data_config, idc_path, decoded, str(hp_path)),
         hyperparameters=decoded,
         resource_config=resource_config,
         input_data_config=input_data_config,

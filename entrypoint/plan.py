@@ -13,6 +13,8 @@ from .config import InputMode, TrainingConfig
 from .hostfacts import HostFacts
 from .hyperparameters import to_cmd_args
 from .mpi import MpiLayout, layout, mpirun_command
+from .pipeplan import PipeAssignment, PipeChannel, PipeMode, assign_pipes, pipe_env
+from .pipeplan import to_json as pipes_to_json
 from .program import ProgramLaunch, plan_program
 from .smenv import process_env_vars, sm_env_vars
 
@@ -57,6 +59,8 @@ class LaunchPlan(NamedTuple):
     failure_file: Path
     success_file: Path
     mpi: Optional[MpiPlan]  # None: the program runs on this host without MPI
+    pipes: tuple[PipeAssignment, ...]  # which FIFOs the program (each rank) reads
+    demux: tuple[tuple[str, ...], ...]  # demultiplexer processes this host runs beside the ranks
 
     def child_env(self, inherited: Mapping[str, str]) -> dict[str, str]:
         env = dict(inherited)
@@ -75,6 +79,9 @@ class LaunchPlan(NamedTuple):
             "grace_period_s": self.grace_period_s,
             "env": dict(sorted(self.env_set.items())),
             "mpi": self.mpi.to_json() if self.mpi else None,
+            "pipes": {a.channel: {"mode": a.mode.value, "format": a.record_format.value, "prefix": a.prefix}
+                      for a in self.pipes},
+            "demux": [list(argv) for argv in self.demux],
         }
 
 
@@ -84,18 +91,18 @@ def role_of(config: TrainingConfig) -> Role:
     return Role.MASTER if config.resources.current_host == config.resources.hosts[0] else Role.WORKER
 
 
-def pipe_env_vars(config: TrainingConfig) -> dict[str, str]:
-    """SM_PIPE_<C>: the FIFO prefix of each Pipe channel (epoch e at `<prefix>_<e>`), for one rank a host."""
-    return {
-        f"SM_PIPE_{c.name.upper()}": str(config.paths.input_data_dir / c.name)
-        for c in config.channels
-        if c.mode is InputMode.PIPE
-    }
+def plan_pipes(config: TrainingConfig, ranks_per_host: int, mpi: bool) -> tuple[PipeAssignment, ...]:
+    channels = [PipeChannel(c.name, c.record_format) for c in config.channels if c.mode is InputMode.PIPE]
+    return assign_pipes(channels, config.paths.input_data_dir, ranks_per_host, mpi)
 
 
-def toolkit_env_vars(config: TrainingConfig) -> dict[str, str]:
-    """This product's own variables, beyond sagemaker-training's."""
-    return {"SM_CHECKPOINT_DIR": str(config.checkpoint_dir), **pipe_env_vars(config)}
+def demux_commands(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, python: str) -> tuple[tuple[str, ...], ...]:
+    return tuple(
+        (python, "-m", "entrypoint.demux", "--data", str(data_dir), "--channel", a.channel,
+         "--ranks", str(ranks), "--format", a.record_format.value)
+        for a in pipes
+        if a.mode is PipeMode.DEMUX
+    )
 
 
 def _mpi_plan(config: TrainingConfig, facts: HostFacts, environ: Mapping[str, str]) -> MpiPlan:
@@ -119,20 +126,24 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
     pythonpath = str(launch.program_dir)
     if config.environ.get("PYTHONPATH"):
         pythonpath += ":" + config.environ["PYTHONPATH"]
+    mpi = _mpi_plan(config, facts, config.environ) if role is not Role.SINGLE else None
+    ranks_per_host = mpi.layout.processes_per_host if mpi else 1
+    pipes = plan_pipes(config, ranks_per_host, mpi is not None)
     env_set = {
         **process_env_vars(config),
         **sm_env_vars(config, facts),
-        **toolkit_env_vars(config),
+        "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
+        **pipe_env(pipes, 0),
         "PYTHONPATH": pythonpath,
     }
     argv = launch.argv
-    mpi = _mpi_plan(config, facts, config.environ) if role is not Role.SINGLE else None
     if role is Role.MASTER and mpi is not None:
         control_host = mpi.master if mpi.workers else "127.0.0.1"
         env_set.update(
             SMTRAIN_CONTROL=f"{control_host}:{mpi.control_port}",
             SMTRAIN_CONTROL_TOKEN=token,
             SMTRAIN_GRACE_PERIOD_S=f"{config.grace_period_s:g}",
+            SMTRAIN_PIPES=pipes_to_json(pipes),
         )
         command = mpirun_command(
             mpi.layout,
@@ -162,6 +173,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         failure_file=config.paths.failure_file,
         success_file=config.paths.success_file,
         mpi=mpi,
+        pipes=pipes,
+        demux=demux_commands(pipes, config.paths.input_data_dir, ranks_per_host, python),
     )
 
 

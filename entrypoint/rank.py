@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Mapping, Optional, Sequence
 
 from . import console, control
+from .pipeplan import from_json, pipe_env
 from .supervise import ProcessResult, SignalWaker, supervise
 
 REPORT_TAIL_BYTES = 2048
@@ -41,6 +42,8 @@ def rank_env(environ: Mapping[str, str]) -> dict[str, str]:
     host = local_host(environ)
     if host:
         env["SM_CURRENT_HOST"] = env["CURRENT_HOST"] = host
+    if environ.get("SMTRAIN_PIPES"):
+        env.update(pipe_env(from_json(environ["SMTRAIN_PIPES"]), int(env.get("SM_LOCAL_RANK", "0"))))
     return env
 
 

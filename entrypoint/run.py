@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shlex
+import subprocess
 
 from .codesetup import fetch_code, install_requirements
 from .console import log
@@ -27,6 +28,15 @@ def prepare(plan: LaunchPlan, python: str) -> None:
     if plan.requirements and plan.requirements.is_file():
         install_requirements(python, plan.requirements)
     check_program(plan.program)
+
+
+def start_demux(plan: LaunchPlan) -> list[subprocess.Popen]:
+    """This host's Pipe-mode demultiplexers; they end with `train` (its descendants, ended at exit)."""
+    processes = []
+    for argv in plan.demux:
+        log(f"starting the demultiplexer: {shlex.join(argv)}")
+        processes.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=2, start_new_session=True))
+    return processes
 
 
 def finish(plan: LaunchPlan, status: int, reason: str, failure_at_start: FileState) -> int:

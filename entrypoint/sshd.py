@@ -40,12 +40,3 @@ def wait_listening(port: int, deadline: float, proc: subprocess.Popen) -> bool:
         time.sleep(0.02)
     return False
 
-
-def stop_sshd(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=2)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)

@@ -140,6 +140,17 @@ def end_descendants(waker: SignalWaker, wait_s: float, spare: Sequence[int] = ()
             waker.wait(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
+def stop_process(proc: subprocess.Popen, wait_s: float = 2.0) -> None:
+    """End a helper the toolkit started (sshd, a demultiplexer): SIGTERM, then SIGKILL after `wait_s`."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=wait_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     linux.set_parent_death_signal(signal.SIGKILL)
 
@@ -151,9 +162,11 @@ def supervise(
     grace_period_s: float,
     waker: SignalWaker,
     forward: Callable[[int, int], None] = signal_tree,
+    spare: Sequence[int] = (),
 ) -> ProcessResult:
     """Run `argv` to its end. `forward(pid, signum)` passes a received signal on (by default to the
-    program's whole tree); when the grace period after a shutdown signal ends, the tree gets SIGKILL."""
+    program's whole tree); when the grace period after a shutdown signal ends, the tree gets SIGKILL.
+    When it has ended, whatever it left running is ended too, except the helpers in `spare`."""
     early = waker.shutdown_requested()
     if early is not None:
         log(f"received {signal.Signals(early).name} before the program started; not starting it")
@@ -196,7 +209,7 @@ def supervise(
     proc.returncode = exit_code  # reaped here, not by Popen.wait(): tell Popen so it does not try
     term_signal = -exit_code if exit_code < 0 else None
     leftover_wait = LEFTOVER_WAIT_S if deadline is None else max(LEFTOVER_WAIT_S, deadline - time.monotonic())
-    end_descendants(waker, leftover_wait)
+    end_descendants(waker, leftover_wait, spare)
     if not relay.join(timeout=5.0):
         log("the program's stderr is still held open by a process outside its tree; not waiting for it")
     return ProcessResult(
