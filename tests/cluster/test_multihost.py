@@ -139,3 +139,46 @@ def test_a_late_worker_still_joins(make_cluster) -> None:
     cluster.start(TRAIN, env, hosts=cluster.hosts[2:])
     statuses = cluster.wait(60)
     assert statuses == {"algo-1": 0, "algo-2": 0, "algo-3": 0}, {h.name: h.stderr()[-800:] for h in cluster.hosts}
+
+
+def _examples(path: Path, ids: range) -> None:
+    import tensorflow as tf
+
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for i in ids:
+            example = tf.train.Example(features=tf.train.Features(feature={
+                "id": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
+                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i % 7, i % 5, i % 3, 1.0])),
+                "y": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i % 7 + i % 5)])),
+            }))
+            writer.write(example.SerializeToString())
+
+
+def test_horovod_job_reading_through_pipe_mode(make_cluster, tmp_path: Path) -> None:
+    """2 hosts x 2 ranks; each host's feeder plays SageMaker, its demultiplexer deals records to its ranks."""
+    from entrypoint.feeder import Feeder, channel_objects
+
+    source = tmp_path / "src"
+    source.mkdir()
+    _examples(source / "part-0.tfrecord", range(0, 32))
+    _examples(source / "part-1.tfrecord", range(32, 64))
+    cluster = make_cluster(2)
+    cluster.write_job(MPI, program=PROGRAMS / "hvd_pipe_train.py")
+    feeders = []
+    for host in cluster.hosts:
+        config = host.ml / "input" / "config"
+        (config / "inputdataconfig.json").write_text(json.dumps(
+            {"train": {"TrainingInputMode": "Pipe", "ContentType": "application/x-tfrecord"}}))
+        data = host.ml / "input" / "data"
+        data.mkdir(parents=True)
+        feeders.append(Feeder(data, {"train": channel_objects(str(source))}, {"train": None}, epochs=2).start())
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    statuses = cluster.wait(240)
+    assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
+    assert all(f.join(10) for f in feeders)
+    reports = [json.loads(p.read_text()) for p in wait_for_files(cluster, "pipe-*.json", 4, 1)]
+    assert len({r["digest"] for r in reports}) == 1
+    for host in cluster.hosts:
+        ids = sorted(i for r in reports if r["host"] == host.name for i in r["ids"])
+        assert ids == sorted(list(range(64)) * 2)  # both epochs, every record once per epoch, on each host
+    assert cluster.leftovers() == {}

@@ -1,0 +1,240 @@
+"""Pipe mode with real FIFOs: feeder + reader, framing, corruption, demultiplexer and per-rank channels
+through the real `train` (single-host MPI), and the rules that assign FIFOs to ranks."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from entrypoint import pipes
+from entrypoint.demux import demux_epoch
+from entrypoint.feeder import Feeder, channel_objects, epoch_order
+from entrypoint.pipeplan import PipeChannel, PipeMode, assign_pipes
+from entrypoint.records import RecordFormat, encode_recordio, encode_tfrecord
+from tests.support import make_tree, run_train
+
+PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
+
+
+def _write_objects(folder: Path, names: list[str], per_object: int, fmt: RecordFormat = RecordFormat.TFRECORD) -> list[bytes]:
+    """Objects of records `<object>:<index>:<padding>`; returns all records in object order."""
+    folder.mkdir(parents=True, exist_ok=True)
+    encode = {RecordFormat.TFRECORD: encode_tfrecord, RecordFormat.RECORDIO: encode_recordio,
+              RecordFormat.LINES: lambda r: r + b"\n"}[fmt]
+    records = []
+    for name in names:
+        recs = [f"{name}:{i}:".encode() + b"x" * (i * 13 % 3000) for i in range(per_object)]
+        (folder / name).write_bytes(b"".join(encode(r) for r in recs))
+        records += recs
+    return records
+
+
+def _env(data: Path, channel: str, fmt: RecordFormat = RecordFormat.TFRECORD) -> dict[str, str]:
+    return {f"SM_PIPE_{channel.upper()}": str(data / channel), f"SM_PIPE_FORMAT_{channel.upper()}": fmt.value}
+
+
+def test_tfrecordwriter_records_come_back_byte_identical(tmp_path: Path) -> None:
+    tf = pytest.importorskip("tensorflow")
+    src, data = tmp_path / "src", tmp_path / "data"
+    src.mkdir(), data.mkdir()
+    written = []
+    for part in range(3):
+        with tf.io.TFRecordWriter(str(src / f"part-{part}.tfrecord")) as writer:
+            for i in range(500):
+                record = os.urandom(1 + (i * 97) % 5000)
+                writer.write(record)
+                written.append(record)
+    feeder = Feeder(data, {"train": channel_objects(str(src))}, {"train": None}, epochs=2).start()
+    assert list(pipes.records("train", 0, environ=_env(data, "train"), timeout=10)) == written
+    from_dataset = [r.numpy() for r in _dataset(data)]
+    assert feeder.join(10)
+    assert from_dataset == written
+    on_file = [r.numpy() for r in tf.data.TFRecordDataset(sorted(str(p) for p in src.iterdir()))]
+    assert on_file == written
+
+
+def _dataset(data: Path):
+    os.environ.update(_env(data, "train"))
+    try:
+        return list(pipes.dataset("train", epochs=1, start=1, timeout=10))
+    finally:
+        for name in _env(data, "train"):
+            os.environ.pop(name)
+
+
+@pytest.mark.parametrize("fmt", list(RecordFormat))
+def test_formats_over_several_epochs_and_channels(tmp_path: Path, fmt: RecordFormat) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    a = _write_objects(tmp_path / "a", ["a1", "a2"], 300, fmt)
+    b = _write_objects(tmp_path / "b", ["b1"], 200, fmt)
+    sources = {"alpha": channel_objects(str(tmp_path / "a")), "beta": channel_objects(str(tmp_path / "b"))}
+    feeder = Feeder(data, sources, {"alpha": None, "beta": None}, epochs=3).start()
+    env = {**_env(data, "alpha", fmt), **_env(data, "beta", fmt)}
+    for epoch in range(3):
+        assert list(pipes.records("alpha", epoch, environ=env, timeout=10)) == a
+        assert list(pipes.records("beta", epoch, environ=env, timeout=10)) == b
+    assert feeder.join(10) and feeder.fed == {"alpha": 3, "beta": 3}
+
+
+def test_multi_part_recordio_record_is_joined(tmp_path: Path) -> None:
+    import struct
+    magic = struct.pack("<I", 0xCED7230A)
+    part = lambda flag, data: struct.pack("<II", 0xCED7230A, flag << 29 | len(data)) + data + b"\0" * ((-len(data)) % 4)
+    (tmp_path / "r").write_bytes(part(1, b"abc") + part(2, b"de") + part(3, b"f") + part(0, b"next"))
+    data = tmp_path / "data"
+    data.mkdir()
+    Feeder(data, {"c": [tmp_path / "r"]}, {"c": None}, epochs=1).start()
+    got = list(pipes.records("c", 0, environ=_env(data, "c", RecordFormat.RECORDIO), timeout=10))
+    assert got == [b"abc" + magic + b"de" + magic + b"f", b"next"]
+
+
+def test_shuffle_is_seeded_per_epoch_and_manifests_may_repeat_objects(tmp_path: Path) -> None:
+    _write_objects(tmp_path / "src", [f"o{i}" for i in range(20)], 1)
+    objects = channel_objects(str(tmp_path / "src"))
+    orders = [epoch_order(objects, 7, e) for e in range(3)]
+    assert orders[0] != orders[1] and sorted(orders[0]) == sorted(objects)
+    assert orders[0] == epoch_order(objects, 7, 0)  # reproducible
+    assert epoch_order(objects, None, 5) == objects
+    manifest = tmp_path / "m.manifest"
+    manifest.write_text(f'[{{"prefix": "{tmp_path / "src"}/"}}, "o3", "o1", "o3"]')
+    assert [p.name for p in channel_objects(str(manifest))] == ["o3", "o1", "o3"]
+
+
+@pytest.mark.parametrize("damage,reason,offset", [
+    (lambda s: s[:8] + bytes([s[8] ^ 1]) + s[9:], "length CRC mismatch", 0),
+    (lambda s: s[:-1] + bytes([s[-1] ^ 1]), "data CRC mismatch", None),
+    (lambda s: s[:-3], "truncated record", None),
+])
+def test_corrupt_input_names_channel_epoch_and_offset(tmp_path: Path, damage, reason: str, offset) -> None:
+    stream = b"".join(encode_tfrecord(f"record {i}".encode() * 10) for i in range(5))
+    (tmp_path / "obj").write_bytes(damage(stream))
+    data = tmp_path / "data"
+    data.mkdir()
+    Feeder(data, {"train": [tmp_path / "obj"]}, {"train": None}, epochs=2).start()
+    env = _env(data, "train")
+    with pytest.raises(pipes.PipeError) as error:
+        list(pipes.records("train", 0, environ=env, timeout=10))
+    text = str(error.value)
+    assert "channel 'train' epoch 0" in text and reason in text and "byte offset" in text
+    if offset is not None:
+        assert f"byte offset {offset}" in text
+
+
+def test_missing_fifo_fails_after_a_bounded_wait(tmp_path: Path) -> None:
+    started = time.monotonic()
+    with pytest.raises(pipes.PipeError, match="no such FIFO after 0.5 s"):
+        list(pipes.records("train", 0, environ=_env(tmp_path, "train"), timeout=0.5))
+    assert time.monotonic() - started < 3
+
+
+def test_fifo_without_a_writer_fails_after_a_bounded_wait(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "train_0")
+    with pytest.raises(pipes.PipeError, match="nobody wrote"):
+        list(pipes.records("train", 0, environ=_env(tmp_path, "train"), timeout=0.5))
+
+
+def test_unknown_record_format_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="unknown record format 'xml'"):
+        RecordFormat.parse("xml")
+    tree = make_tree(tmp_path, channels={"train": {"TrainingInputMode": "Pipe"}},
+                     hyperparameters={"sagemaker_pipe_record_format": '"xml"'})
+    tree.write_program("train.py", "print('must not run')\n")
+    done = run_train(tree)
+    assert done.returncode == 78
+    assert b"sagemaker_pipe_record_format for channel 'train' is 'xml'" in done.stderr
+
+
+def test_assignment_rules() -> None:
+    tf, lines = RecordFormat.TFRECORD, RecordFormat.LINES
+    chans = [PipeChannel("train", tf), PipeChannel("eval-0", lines), PipeChannel("eval-1", lines), PipeChannel("x-0", tf)]
+    data = Path("/opt/ml/input/data")
+    by = {a.channel: a for a in assign_pipes(chans, data, ranks_per_host=2, mpi=True)}
+    assert by["eval"].mode is PipeMode.PER_RANK and by["eval"].for_rank(1) == "/opt/ml/input/data/eval-1"
+    assert by["train"].mode is PipeMode.DEMUX and by["train"].for_rank(1) == "/opt/ml/input/data/.smtrain-pipes/train-1"
+    assert by["x-0"].mode is PipeMode.DEMUX  # x-1 is missing: x-0 is a channel of its own
+    assert "eval-0" not in by
+    assert all(a.mode is PipeMode.DIRECT for a in assign_pipes(chans, data, ranks_per_host=2, mpi=False))
+    assert {a.mode for a in assign_pipes(chans, data, ranks_per_host=1, mpi=True)} == {PipeMode.PER_RANK, PipeMode.DIRECT}
+
+
+@pytest.mark.parametrize("ranks", [1, 2, 4])
+@pytest.mark.parametrize("per_rank_channels", [False, True])
+def test_ranks_of_one_host_read_every_record_once_per_epoch(tmp_path: Path, ranks: int, per_rank_channels: bool) -> None:
+    """Through the real train (single-host MPI): the demultiplexer, or one channel per rank."""
+    epochs = 2
+    names = [f"train-{r}" for r in range(ranks)] if per_rank_channels else ["train"]
+    channels = {n: {"TrainingInputMode": "Pipe", "ContentType": "application/x-tfrecord"} for n in names}
+    tree = make_tree(tmp_path / "ml", channels=channels, program="reader.py", hyperparameters={
+        "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": str(ranks),
+        "channels": '"train"', "epochs": str(epochs)})
+    tree.write_program("reader.py", (PROGRAMS / "pipe_reader.py").read_text())
+    expected: dict[str, list[bytes]] = {}
+    sources = {}
+    for n in names:
+        expected[n] = _write_objects(tmp_path / "src" / n, [f"{n}.{i}" for i in range(3)], 101)
+        sources[n] = channel_objects(str(tmp_path / "src" / n))
+    data = tree.base / "input" / "data"
+    data.mkdir(parents=True)
+    feeder = Feeder(data, sources, {n: None for n in names}, epochs=epochs).start()
+    env = tree.env(SM_CONTROL_PORT=str(17000 + ranks))
+    done = run_train(tree, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert feeder.join(10)
+    out = tree.base / "output" / "data"
+    everything = [r for n in names for r in expected[n]]
+    for epoch in range(epochs):
+        got = {r: [bytes.fromhex(line) for line in (out / f"got-{r}-train-{epoch}").read_text().split()]
+               for r in range(ranks)}
+        assert Counter(rec for recs in got.values() for rec in recs) == Counter(everything)  # each once
+        if per_rank_channels:
+            assert all(got[r] == expected[f"train-{r}"] for r in range(ranks))
+        else:
+            sizes = [len(v) for v in got.values()]
+            assert max(sizes) - min(sizes) <= 1  # balanced
+
+
+def test_demultiplexer_drops_a_rank_that_never_reads(tmp_path: Path) -> None:
+    records = _write_objects(tmp_path / "src", ["o"], 50)
+    data = tmp_path / "data"
+    data.mkdir()
+    targets = [data / "r0_0", data / "r1_0"]
+    for t in targets:
+        os.mkfifo(t)
+    Feeder(data, {"c": [tmp_path / "src" / "o"]}, {"c": None}, epochs=1).start()
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.extend(
+        pipes.records("r0", 0, environ={"SM_PIPE_R0": str(data / "r0"), "SM_PIPE_FORMAT_R0": "tfrecord"}, timeout=10)))
+    reader.start()
+    started = time.monotonic()
+    result = demux_epoch(data / "c_0", targets, RecordFormat.TFRECORD, rank_wait_s=1.0, source_wait_s=10)
+    reader.join(10)
+    assert time.monotonic() - started < 5
+    assert result.dropped == (1,) and got == records
+
+
+def test_demultiplexer_survives_a_rank_that_goes_away(tmp_path: Path) -> None:
+    _write_objects(tmp_path / "src", ["o"], 4000)
+    data = tmp_path / "data"
+    data.mkdir()
+    targets = [data / "r0_0", data / "r1_0"]
+    for t in targets:
+        os.mkfifo(t)
+    Feeder(data, {"c": [tmp_path / "src" / "o"]}, {"c": None}, epochs=1).start()
+    code = ("import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\nos.read(fd, 1000)\nos._exit(0)\n")
+    quitter = subprocess.Popen([sys.executable, "-c", code, str(targets[1])])
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.extend(
+        pipes.records("r0", 0, environ={"SM_PIPE_R0": str(data / "r0"), "SM_PIPE_FORMAT_R0": "tfrecord"}, timeout=10)))
+    reader.start()
+    result = demux_epoch(data / "c_0", targets, RecordFormat.TFRECORD, rank_wait_s=5.0, source_wait_s=10)
+    reader.join(20)
+    quitter.wait(10)
+    assert result.dropped == (1,)
+    assert not reader.is_alive() and len(got) == result.records[0] and len(got) > 2000
