@@ -6,12 +6,15 @@
   TFRecordDataset  tf.data.TFRecordDataset on a regular (cached) file, iterated in batches of 256
   demux P=n        feeder -> demultiplexer -> n reader processes; total, against one reader
 
-    /opt/smtrain/venv/bin/python benchmarks/pipes.py [--mb 512]
+    /opt/smtrain/venv/bin/python benchmarks/pipes.py [--mb 512] [--repeat 3]
+
+Each figure is the median of --repeat runs (this VM's throughput varies by up to 2x between runs).
 """
 from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -112,7 +115,11 @@ def time_demux(data: Path, source: Path, ranks: int, count: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=int, default=512, help="stream size for 100-KiB records (100-byte: a fifth)")
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    import tensorflow as tf
+
+    tf.data.Dataset.range(1).reduce(0, lambda a, b: a)  # TensorFlow's start-up is not what is measured
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         print(f"{'records':<10}{'method':<20}{'MB/s':>9}{'records/s':>12}{'vs cat':>8}{'vs TFRecordDataset':>20}")
@@ -121,14 +128,19 @@ def main() -> None:
             count = make_file(source, size, mb)
             nbytes = source.stat().st_size
             subprocess.run(["cat", str(source)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
-            times = {
-                "cat": time_cat(data, source),
-                "reader": time_reader(data, source, count),
-                "reader dataset": time_reader_dataset(data, source, count),
-                "TFRecordDataset": time_tfrecorddataset(source, count),
+            measures = {
+                "cat": lambda: time_cat(data, source),
+                "reader": lambda: time_reader(data, source, count),
+                "reader dataset": lambda: time_reader_dataset(data, source, count),
+                "TFRecordDataset": lambda: time_tfrecorddataset(source, count),
+                "demux P=2": lambda: time_demux(data, source, 2, count),
+                "demux P=4": lambda: time_demux(data, source, 4, count),
             }
-            for ranks in (2, 4):
-                times[f"demux P={ranks}"] = time_demux(data, source, ranks, count)
+            samples: dict[str, list[float]] = {name: [] for name in measures}
+            for _ in range(args.repeat):  # interleaved, so slow spells hit every method alike
+                for name, measure in measures.items():
+                    samples[name].append(measure())
+            times = {name: statistics.median(values) for name, values in samples.items()}
             label = "100 KiB" if size > 100 else "100 B"
             for method, seconds in times.items():
                 print(f"{label:<10}{method:<20}{nbytes / seconds / 1e6:>9.0f}{count / seconds:>12.0f}"

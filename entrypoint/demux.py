@@ -22,9 +22,9 @@ import time
 from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
 
-from .console import log, set_prefix, write_all
-from .pipes import CHUNK, PipeError, open_fifo
-from .records import CorruptRecord, RecordFormat, RecordSplitter
+from .console import log, set_prefix
+from .pipes import PipeError, open_fifo
+from .records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
 
 FOLDER = ".smtrain-pipes"
 PIPE_SIZE = 1 << 20  # per rank: smooths out round-robin without holding much
@@ -77,26 +77,33 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
     live = [r for r, fd in enumerate(fds) if fd is not None]
     turn = itertools.cycle(live)
     try:
-        while live and (chunk := os.read(src, CHUNK)):
-            splitter.feed(chunk)
-            batches: dict[int, list[bytes]] = {}
-            for frame in splitter.frames():
+        while live and splitter.fill_from(src):
+            spans: dict[int, list[tuple[int, int]]] = {}
+            for span in splitter.frame_spans():
                 rank = next(turn)
-                batches.setdefault(rank, []).append(frame)
+                spans.setdefault(rank, []).append(span)
                 counts[rank] += 1
-            for rank, frames in batches.items():
+            with splitter.view() as view:
+                for rank, rank_spans in spans.items():
+                    try:
+                        write_spans(fds[rank], view, rank_spans)
+                    except BrokenPipeError:
+                        log(f"{targets[rank].name}: rank {rank} went away; dropping it")
+                        os.close(fds[rank])
+                        fds[rank] = None
+                        live.remove(rank)
+                        turn = itertools.cycle(live) if live else turn
+        splitter.finish()
+    except CorruptRecord as e:
+        # The ranks must not take a cut-short epoch for a whole one: the next rank gets the bad bytes,
+        # so its own reader fails with a clear error, and the job with it.
+        log(f"{source}: {e}; passing the rest to rank {live[0] if live else '-'}, whose reader will fail")
+        if live:
+            with splitter.view() as view:
                 try:
-                    write_all(fds[rank], b"".join(frames))
+                    write_spans(fds[next(turn)], view, [splitter.leftover_span()])
                 except BrokenPipeError:
-                    log(f"{targets[rank].name}: rank {rank} went away; dropping it")
-                    os.close(fds[rank])
-                    fds[rank] = None
-                    live.remove(rank)
-                    turn = itertools.cycle(live) if live else turn
-        try:
-            splitter.finish()
-        except CorruptRecord as e:
-            log(f"{source}: {e}; the ranks get the whole records before it")
+                    pass
     finally:
         os.close(src)
         for fd in fds:

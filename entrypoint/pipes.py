@@ -17,14 +17,18 @@ from __future__ import annotations
 
 import fcntl
 import os
+import queue
 import select
+import shutil
+import tempfile
+import threading
 import time
-from typing import Iterator, Mapping, Optional
+from pathlib import Path
+from typing import Iterator, Mapping, Optional, Sequence
 
-from .records import CorruptRecord, RecordFormat, RecordSplitter
+from .records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
 
 DEFAULT_WAIT_S = 300.0  # for a FIFO to appear and its writer to connect
-CHUNK = 1 << 20
 
 
 class PipeError(RuntimeError):
@@ -71,18 +75,39 @@ def open_fifo(path: str, timeout: float) -> int:
     return fd
 
 
-def read_records(fd: int, fmt: RecordFormat, where: str, check_crc: bool = True) -> Iterator[bytes]:
-    """Records from an open stream until EOF; corrupt or truncated data raises PipeError naming `where`."""
+def read_batches(fd: int, fmt: RecordFormat, where: str, check_crc: bool = True) -> Iterator[list[bytes]]:
+    """Lists of records from an open stream until EOF (one list per read of up to 1 MiB); corrupt or
+    truncated data raises PipeError naming `where`, after the whole records before it."""
     splitter = RecordSplitter(fmt, check_crc=check_crc)
     try:
-        while chunk := os.read(fd, CHUNK):
-            splitter.feed(chunk)
-            yield from splitter.records()
+        while splitter.fill_from(fd):
+            batch = splitter.records()
+            if batch:
+                yield batch
+        while batch := splitter.records():
+            yield batch
         last = splitter.finish()
         if last is not None:
-            yield last
+            yield [last]
     except CorruptRecord as e:
         raise PipeError(f"{where}: {e}") from None
+
+
+def epoch_batches(
+    channel: str,
+    epoch: int = 0,
+    fmt: Optional[RecordFormat] = None,
+    timeout: float = DEFAULT_WAIT_S,
+    environ: Optional[Mapping[str, str]] = None,
+) -> Iterator[list[bytes]]:
+    """The records of one epoch of this rank's `channel`, in lists as they arrive."""
+    path = f"{fifo_prefix(channel, environ)}_{epoch}"
+    fmt = fmt or record_format(channel, environ)
+    fd = open_fifo(path, timeout)
+    try:
+        yield from read_batches(fd, fmt, f"channel {channel!r} epoch {epoch} ({path})")
+    finally:
+        os.close(fd)
 
 
 def records(
@@ -93,13 +118,8 @@ def records(
     environ: Optional[Mapping[str, str]] = None,
 ) -> Iterator[bytes]:
     """The records of one epoch of this rank's `channel`."""
-    path = f"{fifo_prefix(channel, environ)}_{epoch}"
-    fmt = fmt or record_format(channel, environ)
-    fd = open_fifo(path, timeout)
-    try:
-        yield from read_records(fd, fmt, f"channel {channel!r} epoch {epoch} ({path})")
-    finally:
-        os.close(fd)
+    for batch in epoch_batches(channel, epoch, fmt, timeout, environ):
+        yield from batch
 
 
 def read_epochs(
@@ -115,21 +135,114 @@ def read_epochs(
         yield from records(channel, epoch, fmt, timeout, environ)
 
 
+def spool_chunks(
+    channel: str,
+    epochs: Sequence[int],
+    folder: Path,
+    chunk_bytes: int,
+    fmt: RecordFormat,
+    timeout: float,
+    environ: Mapping[str, str],
+    ahead: int = 2,
+) -> Iterator[str]:
+    """Copy whole, CRC-checked records from the FIFOs into chunk files of about `chunk_bytes` under
+    `folder` (a thread runs up to `ahead` chunks ahead); yield each file's name, deleting the one before.
+    At most `ahead` + 2 chunks exist at once."""
+    chunks: queue.Queue = queue.Queue(maxsize=ahead)
+    stop = threading.Event()
+
+    def spool() -> None:
+        index, out, size = 0, -1, 0
+        try:
+            for epoch in epochs:
+                path = f"{fifo_prefix(channel, environ)}_{epoch}"
+                fd = open_fifo(path, timeout)
+                splitter = RecordSplitter(fmt)  # CRCs checked here, so errors name the channel and epoch
+                try:
+                    while True:
+                        got = splitter.fill_from(fd)
+                        spans = splitter.frame_spans()
+                        if not spans:
+                            if got:
+                                continue  # not one whole record yet
+                            splitter.finish()  # the end of the epoch: raises for a truncated record
+                            break
+                        if out < 0:
+                            out = os.open(folder / f"chunk-{index:06d}.tfrecord", os.O_WRONLY | os.O_CREAT, 0o600)
+                        with splitter.view() as view:
+                            write_spans(out, view, spans)
+                        size += spans[-1][1] - spans[0][0]
+                        if size >= chunk_bytes:
+                            os.close(out)
+                            chunks.put(str(folder / f"chunk-{index:06d}.tfrecord"))
+                            index, out, size = index + 1, -1, 0
+                        if stop.is_set():
+                            return
+                except CorruptRecord as e:
+                    raise PipeError(f"channel {channel!r} epoch {epoch} ({path}): {e}") from None
+                finally:
+                    os.close(fd)
+            if out >= 0:
+                os.close(out)
+                chunks.put(str(folder / f"chunk-{index:06d}.tfrecord"))
+            chunks.put(None)
+        except BaseException as e:  # handed to the consumer, who raises it
+            chunks.put(e)
+
+    threading.Thread(target=spool, name=f"pipe-spool-{channel}", daemon=True).start()
+    previous = None
+    try:
+        while (item := chunks.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            if previous:
+                os.unlink(previous)
+            previous = item
+            yield item
+    finally:
+        stop.set()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _spool_folder(channel: str) -> Path:
+    """A fresh folder in shared memory (a file system where it has room) for one dataset's chunks."""
+    base = Path("/dev/shm")
+    try:
+        usable = base.is_dir() and shutil.disk_usage(base).free > (256 << 20)
+    except OSError:
+        usable = False
+    return Path(tempfile.mkdtemp(prefix=f"smtrain-pipe-{channel}-", dir=base if usable else None))
+
+
 def dataset(
     channel: str,
     epochs: int = 1,
     start: int = 0,
     fmt: Optional[RecordFormat] = None,
     timeout: float = DEFAULT_WAIT_S,
+    chunk_mb: int = 16,
 ):  # -> tf.data.Dataset (TensorFlow is imported only here)
-    """A `tf.data.Dataset` of scalar `tf.string` records over `epochs` epochs from `start`."""
+    """A `tf.data.Dataset` of scalar `tf.string` records over `epochs` epochs from `start`.
+
+    TFRecord channels: whole CRC-checked records are spooled from the FIFO into chunk files of
+    `chunk_mb` in shared memory (bounded: a few chunks at a time) that `tf.data.TFRecordDataset` reads
+    at its own speed. Other formats cross from Python in batches through `from_generator`."""
     import tensorflow as tf
 
     fmt = fmt or record_format(channel)
-    prefix = fifo_prefix(channel)
-    environ = {f"SM_PIPE_{channel.upper()}": prefix}
+    environ = {f"SM_PIPE_{channel.upper()}": fifo_prefix(channel)}
+    if fmt is RecordFormat.TFRECORD:
+        def chunk_names():
+            folder = _spool_folder(channel)
+            yield from spool_chunks(channel, range(start, start + epochs), folder, chunk_mb << 20, fmt, timeout,
+                                    environ)
+
+        names = tf.data.Dataset.from_generator(chunk_names, output_signature=tf.TensorSpec(shape=(), dtype=tf.string))
+        return names.flat_map(tf.data.TFRecordDataset)  # one chunk after the other, each read whole
 
     def generate():
-        yield from read_epochs(channel, epochs, start, fmt, timeout, environ)
+        for epoch in range(start, start + epochs):
+            yield from epoch_batches(channel, epoch, fmt, timeout, environ)
 
-    return tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec(shape=(), dtype=tf.string))
+    batches = tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec(shape=(None,), dtype=tf.string))
+    return batches.prefetch(2).unbatch()  # prefetch: the FIFO is read while the program computes

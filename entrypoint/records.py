@@ -1,8 +1,9 @@
 """Record framing for Pipe-mode streams: TFRecord, RecordIO (MXNet/SageMaker) and text lines.
 
-`RecordSplitter` is pure and incremental: feed it bytes as they arrive, take whole records (or
-whole framed records, for passing on unchanged) as soon as they are complete. Errors say what is
-wrong and at which byte offset of the stream.
+`RecordSplitter` is incremental: fill it from a file descriptor (`fill_from`, reading straight into
+its buffer) or `feed` it bytes, then take whole records (`records`) or the spans of whole framed
+records (`frame_spans`, for passing them on unchanged). Errors say what is wrong and at which byte
+offset of the stream; the records before a corrupt one are still delivered first.
 
 TFRecord: u64 length, u32 masked CRC32C of the length, data, u32 masked CRC32C of the data.
 RecordIO: u32 magic 0xced7230a, u32 (continuation flag << 29 | length), data padded to 4 bytes;
@@ -11,9 +12,9 @@ a record containing the magic is split into parts (flags 1, 2, 3) joined by the 
 from __future__ import annotations
 
 import enum
+import os
 import struct
-from typing import Any, Callable, Iterator, Optional
-
+from typing import Any, Callable, Optional
 
 _TFRECORD_HEADER = struct.Struct("<QI")
 _U32 = struct.Struct("<I")
@@ -21,6 +22,8 @@ _RECORDIO_MAGIC = 0xCED7230A
 _RECORDIO_MAGIC_BYTES = _U32.pack(_RECORDIO_MAGIC)
 _RECORDIO_HEADER = struct.Struct("<II")
 _LENGTH_MASK = (1 << 29) - 1
+CHUNK = 1 << 20
+IOV_MAX = 1024
 
 
 class RecordFormat(enum.Enum):
@@ -58,14 +61,18 @@ class CorruptRecord(ValueError):
 _crc32c: Optional[Callable[[Any], int]] = None
 
 
-def masked_crc(data: bytes | bytearray | memoryview) -> int:
-    """TFRecord's masked CRC32C. The `crc32c` package computes it in hardware and takes any buffer
-    without a copy; it is loaded on first use because importing it costs ~40 ms of `train` start-up."""
+def _crc_function() -> Callable[[Any], int]:
+    """The `crc32c` package computes CRC32C in hardware and takes any buffer without a copy; it is
+    loaded on first use because importing it costs ~40 ms of `train` start-up."""
     global _crc32c
     if _crc32c is None:
         from crc32c import crc32c as _crc32c
-    crc = _crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    return _crc32c
+
+
+def masked_crc(data: bytes | bytearray | memoryview) -> int:
+    """TFRecord's masked CRC32C."""
+    return _mask(_crc_function()(data))
 
 
 def encode_tfrecord(data: bytes) -> bytes:
@@ -74,7 +81,7 @@ def encode_tfrecord(data: bytes) -> bytes:
 
 
 def encode_recordio(data: bytes) -> bytes:
-    """One RecordIO record (single part; used by tests and the feeder's samples)."""
+    """One RecordIO record (single part; used by tests and benchmarks)."""
     if _RECORDIO_MAGIC_BYTES in data:
         raise ValueError("data holding the RecordIO magic must be split into parts (not needed here)")
     pad = (-len(data)) % 4
@@ -82,90 +89,101 @@ def encode_recordio(data: bytes) -> bytes:
 
 
 class RecordSplitter:
-    """Splits a byte stream into records. `feed` bytes, then iterate `records()` (the payloads) or
-    `frames()` (each record's bytes as framed in the stream); `finish()` at the end of the stream."""
+    """Splits a byte stream into records, in a buffer that grows only to the largest record."""
 
     def __init__(self, fmt: RecordFormat, check_crc: bool = True) -> None:
         self.format = fmt
         self.check_crc = check_crc
-        self._buffer = bytearray()
-        self._start = 0  # where unparsed data begins in _buffer
+        self._buffer = bytearray(CHUNK)
+        self._start = 0  # first unparsed byte
+        self._end = 0  # end of valid data
         self.offset = 0  # stream offset of _buffer[0]
         self._parts: list[bytes] = []  # RecordIO parts of a record being assembled
+        self._error: Optional[CorruptRecord] = None  # raised once the records before it are taken
+
+    # -- input -------------------------------------------------------------------------------------
+    def _make_room(self, size: int) -> None:
+        if self._end + size <= len(self._buffer):
+            return
+        live = self._end - self._start
+        if live + size <= len(self._buffer):
+            self._buffer[:live] = self._buffer[self._start : self._end]
+        else:
+            grown = bytearray(max(2 * len(self._buffer), live + size))
+            grown[:live] = self._buffer[self._start : self._end]
+            self._buffer = grown
+        self.offset += self._start
+        self._start, self._end = 0, live
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        if self._start:
-            del self._buffer[: self._start]
-            self.offset += self._start
-            self._start = 0
-        self._buffer += data
+        self._make_room(len(data))
+        self._buffer[self._end : self._end + len(data)] = data
+        self._end += len(data)
+
+    def fill_from(self, fd: int, size: int = CHUNK) -> int:
+        """Read up to `size` bytes from `fd` into the buffer; 0 at the end of the stream."""
+        self._make_room(size)
+        with memoryview(self._buffer) as view:
+            n = os.readv(fd, [view[self._end : self._end + size]])
+        self._end += n
+        return n
 
     def buffered(self) -> int:
-        return len(self._buffer) - self._start
+        return self._end - self._start
+
+    # -- parsing -----------------------------------------------------------------------------------
+    def _raise_pending(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    def _tfrecords(self, copy: bool) -> list[Any]:
+        """The tight loop for TFRecord: whole records (bytes) or their (start, stop) spans."""
+        buf, pos, end = self._buffer, self._start, self._end
+        unpack, u32, check = _TFRECORD_HEADER.unpack_from, _U32.unpack_from, self.check_crc
+        crc = _crc_function() if check else None
+        found: list[Any] = []
+        with memoryview(buf) as view:
+            while end - pos >= 12:
+                length, length_crc = unpack(buf, pos)
+                if check and _mask(crc(view[pos : pos + 8])) != length_crc:
+                    self._error = CorruptRecord(self.offset + pos, "TFRecord length CRC mismatch")
+                    break
+                stop = pos + 16 + length
+                if stop > end:
+                    break
+                if check and _mask(crc(view[pos + 12 : stop - 4])) != u32(buf, stop - 4)[0]:
+                    self._error = CorruptRecord(self.offset + pos, "TFRecord data CRC mismatch")
+                    break
+                found.append(bytes(view[pos + 12 : stop - 4]) if copy else (pos, stop))
+                pos = stop
+        self._start = pos
+        return found
 
     def _next(self) -> Optional[tuple[int, int, int, int]]:
-        """(frame start, frame end, data start, data end) of the next whole record, or None."""
+        """(frame start, frame end, data start, data end) of the next whole line or RecordIO part."""
         buf, pos = self._buffer, self._start
         if self.format is RecordFormat.LINES:
-            end = buf.find(b"\n", pos)
-            return None if end < 0 else (pos, end + 1, pos, end)
-        if self.format is RecordFormat.TFRECORD:
-            if len(buf) - pos < 12:
-                return None
-            length, length_crc = _TFRECORD_HEADER.unpack_from(buf, pos)
-            if self.check_crc and masked_crc(memoryview(buf)[pos : pos + 8]) != length_crc:
-                raise CorruptRecord(self.offset + pos, "TFRecord length CRC mismatch")
-            end = pos + 12 + length + 4
-            if len(buf) < end:
-                return None
-            return pos, end, pos + 12, pos + 12 + length
-        if len(buf) - pos < 8:
+            stop = buf.find(b"\n", pos, self._end)
+            return None if stop < 0 else (pos, stop + 1, pos, stop)
+        if self._end - pos < 8:
             return None
         magic, word = _RECORDIO_HEADER.unpack_from(buf, pos)
         if magic != _RECORDIO_MAGIC:
             raise CorruptRecord(self.offset + pos, f"RecordIO magic expected, found 0x{magic:08x}")
         length = word & _LENGTH_MASK
-        end = pos + 8 + length + ((-length) % 4)
-        if len(buf) < end:
-            return None
-        return pos, end, pos + 8, pos + 8 + length
+        stop = pos + 8 + length + ((-length) % 4)
+        return None if stop > self._end else (pos, stop, pos + 8, pos + 8 + length)
 
-    def _check(self, frame: tuple[int, int, int, int]) -> None:
-        if self.format is RecordFormat.TFRECORD and self.check_crc:
-            _, end, data_start, data_end = frame
-            (data_crc,) = _U32.unpack_from(self._buffer, data_end)
-            if masked_crc(memoryview(self._buffer)[data_start:data_end]) != data_crc:
-                raise CorruptRecord(self.offset + frame[0], "TFRecord data CRC mismatch")
-
-    def frames(self) -> Iterator[bytes]:
-        """Whole framed records, unchanged (for passing on); RecordIO parts count as records of their own
-        only when whole, so a multi-part record is never split between receivers."""
-        group_start = None
+    def records(self) -> list[bytes]:
+        """The whole records now in the buffer (payloads)."""
+        if self.format is RecordFormat.TFRECORD:
+            found = self._tfrecords(copy=True)
+            if not found:
+                self._raise_pending()
+            return found
+        found = []
         while (frame := self._next()) is not None:
-            self._check(frame)
-            if self.format is RecordFormat.RECORDIO:
-                flag = self._buffer[frame[0] + 7] >> 5
-                if flag == 1:
-                    group_start = frame[0] if group_start is None else group_start
-                    self._start = frame[1]
-                    continue
-                if flag == 2:
-                    self._start = frame[1]
-                    continue
-                start = frame[0] if group_start is None or flag == 0 else group_start
-                group_start = None
-                self._start = frame[1]
-                yield bytes(self._buffer[start : frame[1]])
-                continue
-            self._start = frame[1]
-            yield bytes(self._buffer[frame[0] : frame[1]])
-        if group_start is not None:  # an unfinished multi-part record: wait for its end
-            self._start = group_start
-
-    def records(self) -> Iterator[bytes]:
-        """Whole record payloads."""
-        while (frame := self._next()) is not None:
-            self._check(frame)
             self._start = frame[1]
             data = bytes(self._buffer[frame[2] : frame[3]])
             if self.format is RecordFormat.RECORDIO:
@@ -176,17 +194,67 @@ class RecordSplitter:
                 if flag == 3:
                     data = _RECORDIO_MAGIC_BYTES.join([*self._parts, data])
                     self._parts = []
-            yield data
+            found.append(data)
+        return found
+
+    def frame_spans(self) -> list[tuple[int, int]]:
+        """(start, stop) in `view()` of each whole framed record now in the buffer; a multi-part
+        RecordIO record is one span. Valid until the next fill."""
+        if self.format is RecordFormat.TFRECORD:
+            found = self._tfrecords(copy=False)
+            if not found:
+                self._raise_pending()
+            return found
+        spans, group_start = [], None
+        while (frame := self._next()) is not None:
+            self._start = frame[1]
+            if self.format is RecordFormat.RECORDIO:
+                flag = self._buffer[frame[0] + 7] >> 5
+                if flag in (1, 2):
+                    group_start = frame[0] if group_start is None else group_start
+                    continue
+                spans.append((frame[0] if group_start is None else group_start, frame[1]))
+                group_start = None
+                continue
+            spans.append((frame[0], frame[1]))
+        if group_start is not None:  # an unfinished multi-part record: wait for its end
+            self._start = group_start
+        return spans
+
+    def view(self) -> memoryview:
+        return memoryview(self._buffer)
+
+    def leftover_span(self) -> tuple[int, int]:
+        """(start, stop) in `view()` of the bytes not yet taken as records."""
+        return self._start, self._end
 
     def finish(self) -> Optional[bytes]:
         """At the end of the stream. For LINES, a last line without a newline is returned as a record;
         for the framed formats anything left over is a truncated record."""
+        self._raise_pending()
         if self.format is RecordFormat.LINES:
             if not self.buffered():
                 return None
-            data = bytes(self._buffer[self._start :])
-            self._start = len(self._buffer)
+            data = bytes(self._buffer[self._start : self._end])
+            self._start = self._end
             return data
         if self.buffered() or self._parts:
             raise CorruptRecord(self.offset + self._start, f"truncated record ({self.buffered()} bytes at the end)")
         return None
+
+
+def _mask(crc: int) -> int:
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def write_spans(fd: int, view: memoryview, spans: list[tuple[int, int]]) -> None:
+    """Write the records at `spans` of `view` to `fd` without copying them (writev, every byte)."""
+    for i in range(0, len(spans), IOV_MAX):
+        pieces = [view[a:b] for a, b in spans[i : i + IOV_MAX]]
+        while pieces:
+            written = os.writev(fd, pieces)
+            while pieces and written >= len(pieces[0]):
+                written -= len(pieces[0])
+                pieces.pop(0)
+            if pieces and written:
+                pieces[0] = pieces[0][written:]

@@ -238,3 +238,51 @@ def test_demultiplexer_survives_a_rank_that_goes_away(tmp_path: Path) -> None:
     quitter.wait(10)
     assert result.dropped == (1,)
     assert not reader.is_alive() and len(got) == result.records[0] and len(got) > 2000
+
+
+@pytest.mark.parametrize("fmt,damage", [(RecordFormat.RECORDIO, lambda s: s[:12] + b"\xff\xff\xff\xff" + s[16:]),
+                                         (RecordFormat.TFRECORD, lambda s: s[:-5])])
+def test_demultiplexer_passes_corruption_on_to_a_rank(tmp_path: Path, fmt: RecordFormat, damage) -> None:
+    """A rank must fail on corrupt or truncated input, not see a short epoch as a whole one."""
+    _write_objects(tmp_path / "src", ["o"], 40, fmt)
+    obj = tmp_path / "src" / "o"
+    obj.write_bytes(damage(obj.read_bytes()))
+    data = tmp_path / "data"
+    data.mkdir()
+    targets = [data / "r0_0", data / "r1_0"]
+    for t in targets:
+        os.mkfifo(t)
+    Feeder(data, {"c": [obj]}, {"c": None}, epochs=1).start()
+    errors: list[str] = []
+
+    def read(rank: int) -> None:
+        env = {f"SM_PIPE_R{rank}": str(data / f"r{rank}"), f"SM_PIPE_FORMAT_R{rank}": fmt.value}
+        try:
+            list(pipes.records(f"r{rank}", 0, environ=env, timeout=10))
+        except pipes.PipeError as e:
+            errors.append(str(e))
+
+    readers = [threading.Thread(target=read, args=(r,)) for r in range(2)]
+    for r in readers:
+        r.start()
+    demux_epoch(data / "c_0", targets, fmt, rank_wait_s=5, source_wait_s=10)
+    for r in readers:
+        r.join(10)
+    assert len(errors) == 1 and ("truncated record" in errors[0] or "magic expected" in errors[0]), errors
+
+
+def test_dataset_reports_corruption_with_channel_and_epoch(tmp_path: Path) -> None:
+    tf = pytest.importorskip("tensorflow")
+    stream = b"".join(encode_tfrecord(b"r" * 500) for _ in range(20))
+    (tmp_path / "obj").write_bytes(stream[:-1] + bytes([stream[-1] ^ 1]))
+    data = tmp_path / "data"
+    data.mkdir()
+    Feeder(data, {"train": [tmp_path / "obj"]}, {"train": None}, epochs=1).start()
+    os.environ.update(_env(data, "train"))
+    try:
+        with pytest.raises(tf.errors.OpError, match="channel 'train' epoch 0.*data CRC mismatch at byte offset"):
+            list(pipes.dataset("train", timeout=10))
+    finally:
+        for name in _env(data, "train"):
+            os.environ.pop(name)
+    assert not list(Path("/dev/shm").glob("smtrain-pipe-train-*"))  # the spool folder is gone
