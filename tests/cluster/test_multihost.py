@@ -76,11 +76,17 @@ def test_sigterm_to_every_host(make_cluster, on_term: str, expected: int) -> Non
     assert cluster.leftovers() == {}
 
 
-def test_worker_host_dies_mid_job(make_cluster) -> None:
-    cluster = make_cluster(3)
+def _running_job(make_cluster, hosts: int = 3):
+    """A cluster whose every rank is running mpi_behaviour.py (until told otherwise)."""
+    cluster = make_cluster(hosts)
     cluster.write_job(MPI, program=PROGRAMS / "mpi_behaviour.py")
     cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="30"))
-    assert len(wait_for_files(cluster, "running-*", 6, 30)) == 6
+    assert len(wait_for_files(cluster, "running-*", 2 * hosts, 30)) == 2 * hosts
+    return cluster
+
+
+def test_worker_host_dies_mid_job(make_cluster) -> None:
+    cluster = _running_job(make_cluster)
     died = time.monotonic()
     cluster.host("algo-3").kill()
     statuses = cluster.wait(20, hosts=cluster.hosts[:2])
@@ -91,10 +97,7 @@ def test_worker_host_dies_mid_job(make_cluster) -> None:
 
 
 def test_master_dies_mid_job(make_cluster) -> None:
-    cluster = make_cluster(3)
-    cluster.write_job(MPI, program=PROGRAMS / "mpi_behaviour.py")
-    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="30"))
-    assert len(wait_for_files(cluster, "running-*", 6, 30)) == 6
+    cluster = _running_job(make_cluster)
     died = time.monotonic()
     cluster.host("algo-1").kill()
     statuses = cluster.wait(20, hosts=cluster.hosts[1:])

@@ -9,6 +9,7 @@ import threading
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -200,18 +201,40 @@ def test_ranks_of_one_host_read_every_record_once_per_epoch(tmp_path: Path, rank
             assert max(sizes) - min(sizes) <= 1  # balanced
 
 
-def test_demultiplexer_drops_a_rank_that_never_reads(tmp_path: Path) -> None:
-    records = _write_objects(tmp_path / "src", ["o"], 50)
+def _demux_fixture(tmp_path: Path, obj: Path, ranks: int = 2) -> tuple[Path, list[Path]]:
+    """A fed source FIFO `c_0` and the ranks' FIFOs `r<r>_0`, as the demultiplexer's run makes them."""
     data = tmp_path / "data"
     data.mkdir()
-    targets = [data / "r0_0", data / "r1_0"]
+    targets = [data / f"r{r}_0" for r in range(ranks)]
     for t in targets:
         os.mkfifo(t)
-    Feeder(data, {"c": [tmp_path / "src" / "o"]}, {"c": None}, epochs=1).start()
-    got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.extend(
-        pipes.records("r0", 0, environ={"SM_PIPE_R0": str(data / "r0"), "SM_PIPE_FORMAT_R0": "tfrecord"}, timeout=10)))
+    Feeder(data, {"c": [obj]}, {"c": None}, epochs=1).start()
+    return data, targets
+
+
+def _rank_reader(data: Path, rank: int, got: list[bytes], fmt: RecordFormat = RecordFormat.TFRECORD,
+                 errors: Optional[list[str]] = None) -> threading.Thread:
+    """A thread reading rank `rank`'s FIFO into `got`; a PipeError's text goes to `errors`."""
+    env = {f"SM_PIPE_R{rank}": str(data / f"r{rank}"), f"SM_PIPE_FORMAT_R{rank}": fmt.value}
+
+    def read() -> None:
+        try:
+            got.extend(pipes.records(f"r{rank}", 0, environ=env, timeout=10))
+        except pipes.PipeError as e:
+            if errors is None:
+                raise
+            errors.append(str(e))
+
+    reader = threading.Thread(target=read)
     reader.start()
+    return reader
+
+
+def test_demultiplexer_drops_a_rank_that_never_reads(tmp_path: Path) -> None:
+    records = _write_objects(tmp_path / "src", ["o"], 50)
+    data, targets = _demux_fixture(tmp_path, tmp_path / "src" / "o")
+    got: list[bytes] = []
+    reader = _rank_reader(data, 0, got)
     started = time.monotonic()
     result = demux_epoch(data / "c_0", targets, RecordFormat.TFRECORD, rank_wait_s=1.0, source_wait_s=10)
     reader.join(10)
@@ -221,18 +244,11 @@ def test_demultiplexer_drops_a_rank_that_never_reads(tmp_path: Path) -> None:
 
 def test_demultiplexer_survives_a_rank_that_goes_away(tmp_path: Path) -> None:
     _write_objects(tmp_path / "src", ["o"], 4000)
-    data = tmp_path / "data"
-    data.mkdir()
-    targets = [data / "r0_0", data / "r1_0"]
-    for t in targets:
-        os.mkfifo(t)
-    Feeder(data, {"c": [tmp_path / "src" / "o"]}, {"c": None}, epochs=1).start()
+    data, targets = _demux_fixture(tmp_path, tmp_path / "src" / "o")
     code = ("import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\nos.read(fd, 1000)\nos._exit(0)\n")
     quitter = subprocess.Popen([sys.executable, "-c", code, str(targets[1])])
     got: list[bytes] = []
-    reader = threading.Thread(target=lambda: got.extend(
-        pipes.records("r0", 0, environ={"SM_PIPE_R0": str(data / "r0"), "SM_PIPE_FORMAT_R0": "tfrecord"}, timeout=10)))
-    reader.start()
+    reader = _rank_reader(data, 0, got)
     result = demux_epoch(data / "c_0", targets, RecordFormat.TFRECORD, rank_wait_s=5.0, source_wait_s=10)
     reader.join(20)
     quitter.wait(10)
@@ -247,24 +263,9 @@ def test_demultiplexer_passes_corruption_on_to_a_rank(tmp_path: Path, fmt: Recor
     _write_objects(tmp_path / "src", ["o"], 40, fmt)
     obj = tmp_path / "src" / "o"
     obj.write_bytes(damage(obj.read_bytes()))
-    data = tmp_path / "data"
-    data.mkdir()
-    targets = [data / "r0_0", data / "r1_0"]
-    for t in targets:
-        os.mkfifo(t)
-    Feeder(data, {"c": [obj]}, {"c": None}, epochs=1).start()
+    data, targets = _demux_fixture(tmp_path, obj)
     errors: list[str] = []
-
-    def read(rank: int) -> None:
-        env = {f"SM_PIPE_R{rank}": str(data / f"r{rank}"), f"SM_PIPE_FORMAT_R{rank}": fmt.value}
-        try:
-            list(pipes.records(f"r{rank}", 0, environ=env, timeout=10))
-        except pipes.PipeError as e:
-            errors.append(str(e))
-
-    readers = [threading.Thread(target=read, args=(r,)) for r in range(2)]
-    for r in readers:
-        r.start()
+    readers = [_rank_reader(data, rank, [], fmt, errors) for rank in range(2)]
     demux_epoch(data / "c_0", targets, fmt, rank_wait_s=5, source_wait_s=10)
     for r in readers:
         r.join(10)
