@@ -75,11 +75,16 @@ def open_fifo(path: str, timeout: float) -> int:
     return fd
 
 
-def read_batches(fd: int, fmt: RecordFormat, where: str, check_crc: bool = True) -> Iterator[list[bytes]]:
-    """Lists of records from an open stream until EOF (one list per read of up to 1 MiB); corrupt or
-    truncated data raises PipeError naming `where`, after the whole records before it."""
-    splitter = RecordSplitter(fmt, check_crc=check_crc)
+def read_batches(fd: int, fmt: RecordFormat, where: str, skip: int = 0) -> Iterator[list[bytes]]:
+    """Lists of records from an open stream until EOF (one list per read of up to 1 MiB), after
+    dropping the first `skip` records unchecked; corrupt or truncated data raises PipeError naming
+    `where`, after the whole records before it."""
+    splitter = RecordSplitter(fmt)
     try:
+        while skip and splitter.fill_from(fd):
+            skip -= splitter.skip(skip)
+        if skip:
+            raise PipeError(f"{where}: the epoch ended {skip} records before the position to resume from")
         while splitter.fill_from(fd):
             batch = splitter.records()
             if batch:
@@ -99,13 +104,14 @@ def epoch_batches(
     fmt: Optional[RecordFormat] = None,
     timeout: float = DEFAULT_WAIT_S,
     environ: Optional[Mapping[str, str]] = None,
+    skip: int = 0,
 ) -> Iterator[list[bytes]]:
     """The records of one epoch of this rank's `channel`, in lists as they arrive."""
     path = f"{fifo_prefix(channel, environ)}_{epoch}"
     fmt = fmt or record_format(channel, environ)
     fd = open_fifo(path, timeout)
     try:
-        yield from read_batches(fd, fmt, f"channel {channel!r} epoch {epoch} ({path})")
+        yield from read_batches(fd, fmt, f"channel {channel!r} epoch {epoch} ({path})", skip)
     finally:
         os.close(fd)
 
@@ -116,9 +122,14 @@ def records(
     fmt: Optional[RecordFormat] = None,
     timeout: float = DEFAULT_WAIT_S,
     environ: Optional[Mapping[str, str]] = None,
+    skip: int = 0,
 ) -> Iterator[bytes]:
-    """The records of one epoch of this rank's `channel`."""
-    for batch in epoch_batches(channel, epoch, fmt, timeout, environ):
+    """The records of one epoch of this rank's `channel`; `skip` drops that many first records
+    without checking or copying them (to resume an epoch at a checkpoint's Pipe position).
+
+    After a restart SageMaker feeds the channel from FIFO epoch 0 again: read FIFO 0 with `skip` as
+    the rest of the checkpoint's epoch (see entrypoint.checkpoints.PipePosition)."""
+    for batch in epoch_batches(channel, epoch, fmt, timeout, environ, skip):
         yield from batch
 
 

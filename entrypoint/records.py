@@ -221,6 +221,25 @@ class RecordSplitter:
             self._start = group_start
         return spans
 
+    def skip(self, count: int) -> int:
+        """Drop up to `count` whole records now in the buffer without checking or copying them (a
+        resumed epoch skips what an earlier run consumed); returns how many were dropped."""
+        buf, pos, end, dropped = self._buffer, self._start, self._end, 0
+        if self.format is RecordFormat.TFRECORD:
+            unpack = _TFRECORD_HEADER.unpack_from
+            while dropped < count and end - pos >= 12:
+                stop = pos + 16 + unpack(buf, pos)[0]
+                if stop > end:
+                    break
+                pos, dropped = stop, dropped + 1
+            self._start = pos
+            return dropped
+        while dropped < count and (frame := self._next()) is not None:
+            self._start = frame[1]
+            if self.format is not RecordFormat.RECORDIO or self._buffer[frame[0] + 7] >> 5 in (0, 3):
+                dropped += 1
+        return dropped
+
     def view(self) -> memoryview:
         return memoryview(self._buffer)
 

@@ -185,3 +185,58 @@ def test_horovod_job_reading_through_pipe_mode(make_cluster, tmp_path: Path) -> 
         ids = sorted(i for r in reports if r["host"] == host.name for i in r["ids"])
         assert ids == sorted(list(range(64)) * 2)  # both epochs, every record once per epoch, on each host
     assert cluster.leftovers() == {}
+
+
+def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path: Path) -> None:
+    """SIGTERM to both hosts mid-epoch: every rank stops at the same step, rank 0 saves every rank's
+    position; the restarted job (fed again from FIFO epoch 0, as SageMaker does) skips exactly that."""
+    from collections import Counter
+
+    from entrypoint.feeder import Feeder, channel_objects
+    from entrypoint.records import encode_tfrecord
+
+    source = tmp_path / "src"
+    source.mkdir()
+    everything = []
+    for name in ("a", "b"):
+        records = [f"{name}/{i}".encode() for i in range(100)]
+        (source / name).write_bytes(b"".join(encode_tfrecord(r) for r in records))
+        everything += records
+    cluster = make_cluster(2)
+    for run in ("1", "2"):
+        cluster.write_job({**MPI, "run": run, "epochs": 2, "horovod": "yes", "delay": 0.02},
+                          program=PROGRAMS / "pipe_resume.py")
+        feeders = []
+        for host in cluster.hosts:
+            (host.ml / "input" / "config" / "inputdataconfig.json").write_text(
+                json.dumps({"train": {"TrainingInputMode": "Pipe"}}))
+            data = host.ml / "input" / "data"
+            data.mkdir(parents=True, exist_ok=True)
+            feeders.append(Feeder(data, {"train": channel_objects(str(source))}, {"train": None}, epochs=2).start())
+        cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SM_GRACE_PERIOD_SECONDS="30"))
+        if run == "1":
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:  # until the ranks are well into epoch 0
+                lines = sum(p.read_text().count("\n") for p in wait_for_files(cluster, "consumed-1-*", 0, 0))
+                if lines >= 60:
+                    break
+                time.sleep(0.1)
+            for host in cluster.hosts:
+                host.signal(signal.SIGTERM)
+        statuses = cluster.wait(180)
+        assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
+        for feeder in feeders:
+            feeder.stop.set()
+            feeder.join(5)
+    for host in cluster.hosts:
+        by_epoch: dict[int, Counter] = {}
+        first_run = 0
+        for path in (host.ml / "output" / "data").glob("consumed-*"):
+            for line in path.read_text().split("\n"):
+                if line:
+                    epoch, record = line.split()
+                    by_epoch.setdefault(int(epoch), Counter())[bytes.fromhex(record)] += 1
+                    first_run += path.name.startswith("consumed-1-")
+        assert 0 < first_run < len(everything), f"{host.name}: run 1 should have stopped mid-epoch 0"
+        for epoch in (0, 1):
+            assert by_epoch[epoch] == Counter(everything), f"{host.name} epoch {epoch}: a record lost or repeated"

@@ -1,0 +1,201 @@
+"""Checkpoints: atomic under SIGKILL, TensorFlow state, foreign content, SIGTERM through the real
+train, and Pipe-mode resumption mid-epoch (every record exactly once across two runs)."""
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from entrypoint.checkpoints import CheckpointManager, PipePosition
+from entrypoint.feeder import Feeder, channel_objects
+from entrypoint.records import encode_tfrecord
+from tests.support import TRAIN, make_tree
+
+PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
+
+
+def _assert_consistent(manager: CheckpointManager) -> int:
+    """Every visible checkpoint is whole and self-consistent; returns the newest step."""
+    visible = sorted(p for p in manager.directory.iterdir() if p.name.startswith("ckpt-"))
+    loaded = manager.checkpoints()
+    assert [c.path for c in loaded] == visible, "a visible checkpoint is torn"
+    latest = manager.latest()
+    assert latest is not None
+    for part in sorted(latest.path.glob("part-*.bin")):
+        assert part.read_bytes() == latest.step.to_bytes(8, "little") * (32 * 1024)
+    assert latest.extra == {"step": latest.step}
+    assert latest.position("train") == PipePosition(latest.step // 10, latest.step % 10)
+    return latest.step
+
+
+def test_sigkill_at_random_moments_during_saves_never_tears_a_checkpoint(tmp_path: Path) -> None:
+    directory = tmp_path / "ckpt"
+    manager = CheckpointManager(directory, keep=3, log=lambda m: None)
+    rng = random.Random(1234)
+    newest, kills = 0, 0
+    while kills < 60:
+        saver = subprocess.Popen([sys.executable, str(PROGRAMS / "ckpt_saver.py"), str(directory)])
+        time.sleep(0.15 + rng.random() * 0.25)  # start-up (imports) is ~0.1 s; then it only saves
+        saver.send_signal(signal.SIGKILL)
+        saver.wait(10)
+        kills += 1
+        if not directory.exists() or not any(p.name.startswith("ckpt-") for p in directory.iterdir()):
+            continue
+        step = _assert_consistent(manager)
+        assert step >= newest  # never goes back
+        newest = step
+        assert len(manager.checkpoints()) <= 3 + 1  # keep=3 (+1 while a prune was cut short)
+    assert newest > 60, "the saver should have made progress across the kills"
+    manager.clean_incomplete()
+    assert not [p for p in directory.iterdir() if p.name.startswith(".incomplete")]
+
+
+def test_tensorflow_model_and_optimizer_round_trip(tmp_path: Path) -> None:
+    tf = pytest.importorskip("tensorflow")
+    import tf_keras as keras
+
+    def build():
+        model = keras.Sequential([keras.layers.Dense(3, input_shape=(2,))])
+        optimizer = keras.optimizers.Adam(0.1)
+        return model, optimizer, tf.train.Checkpoint(model=model, optimizer=optimizer)
+
+    model, optimizer, state = build()
+    x = tf.ones((4, 2))
+    for _ in range(3):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(model(x))
+        optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
+    manager = CheckpointManager(tmp_path, keep=2, log=lambda m: None)
+    manager.save(3, state, extra={"lr": 0.1})
+    model2, optimizer2, state2 = build()
+    model2(x)
+    restored = manager.restore(state2)
+    assert restored is not None and restored.step == 3 and restored.extra == {"lr": 0.1}
+    for a, b in zip(model.weights, model2.weights):
+        assert (a.numpy() == b.numpy()).all()
+    assert int(optimizer2.iterations.numpy()) == 3
+
+
+def test_foreign_and_damaged_content_is_ignored_and_kept(tmp_path: Path) -> None:
+    messages: list[str] = []
+    manager = CheckpointManager(tmp_path, keep=1, log=messages.append)
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "other-tool").mkdir()
+    (tmp_path / "ckpt-abc").mkdir()
+    damaged = tmp_path / "ckpt-000000000009"
+    damaged.mkdir()
+    (damaged / "state").write_text("no manifest")
+    torn = tmp_path / ".incomplete-ckpt-000000000010-999999"  # a dead writer's
+    torn.mkdir()
+    for step in (1, 2, 3):
+        manager.save(step, lambda folder: (folder / "w").write_text("x"))
+    restored = manager.restore()
+    assert restored is not None and restored.step == 3  # the damaged step 9 is skipped
+    assert (tmp_path / "notes.txt").read_text() == "mine" and (tmp_path / "other-tool").is_dir()
+    assert (tmp_path / "ckpt-abc").is_dir() and damaged.is_dir()  # reported, never deleted
+    assert not torn.exists()  # this manager's own torn checkpoint is cleaned
+    assert sorted(p.name for p in tmp_path.glob("ckpt-0*")) == ["ckpt-000000000003", "ckpt-000000000009"]
+    text = "\n".join(messages)
+    assert "notes.txt: not a checkpoint of this manager" in text and "ignoring damaged checkpoint" in text
+
+
+def test_only_rank_0_writes(tmp_path: Path) -> None:
+    assert CheckpointManager(tmp_path, rank=1).save(5, lambda folder: (folder / "w").write_text("x")) is None
+    assert list(tmp_path.iterdir()) == []
+
+
+SIGTERM_PROGRAM = """
+import os, sys, time
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import tensorflow as tf
+from entrypoint.checkpoints import CheckpointManager, StopSignal
+stop = StopSignal()
+variable = tf.Variable(0.0)
+state = tf.train.Checkpoint(v=variable)
+manager = CheckpointManager(keep=2)
+restored = manager.restore(state)
+step = restored.step if restored else 0
+print(f"start step={step} v={variable.numpy()}", flush=True)
+while step < 40:
+    step += 1
+    variable.assign_add(1.0)
+    time.sleep(0.05)
+    if stop.requested:
+        manager.save(step, state)
+        print(f"stopped step={step}", flush=True)
+        sys.exit(0)
+manager.save(step, state)
+print(f"done step={step} v={variable.numpy()}", flush=True)
+"""
+
+
+def test_sigterm_saves_a_final_checkpoint_and_the_restart_resumes_there(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "ml")
+    tree.write_program("train.py", SIGTERM_PROGRAM)
+    env = tree.env(SM_GRACE_PERIOD_SECONDS="20")
+    first = subprocess.Popen([TRAIN], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert first.stdout is not None
+    assert first.stdout.readline().startswith(b"start step=0")
+    time.sleep(0.6)
+    first.send_signal(signal.SIGTERM)
+    out, err = first.communicate(timeout=30)
+    assert first.returncode == 0, err.decode()[-2000:]
+    stopped = int(out.decode().split("stopped step=")[1].split()[0])
+    assert 3 <= stopped < 40
+    second = subprocess.run([TRAIN], env=env, capture_output=True, timeout=60)
+    assert second.returncode == 0, second.stderr.decode()[-2000:]
+    lines = second.stdout.decode().splitlines()
+    assert lines[0] == f"start step={stopped} v={float(stopped)}"  # model state and step, as saved
+    assert lines[-1] == "done step=40 v=40.0"
+
+
+def _records(folder: Path, names: list[str], per_object: int) -> list[bytes]:
+    folder.mkdir(parents=True)
+    everything = []
+    for name in names:
+        recs = [f"{name}/{i}".encode() for i in range(per_object)]
+        (folder / name).write_bytes(b"".join(encode_tfrecord(r) for r in recs))
+        everything += recs
+    return everything
+
+
+def _consumed(out: Path, pattern: str) -> dict[int, Counter]:
+    by_epoch: dict[int, Counter] = {}
+    for path in out.glob(pattern):
+        for line in path.read_text().split("\n"):
+            if line:
+                epoch, record = line.split()
+                by_epoch.setdefault(int(epoch), Counter())[bytes.fromhex(record)] += 1
+    return by_epoch
+
+
+def test_pipe_mode_job_stopped_mid_epoch_resumes_with_every_record_once(tmp_path: Path) -> None:
+    everything = _records(tmp_path / "src", ["a", "b"], 150)
+    tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "Pipe"}}, program="reader.py")
+    tree.write_program("reader.py", (PROGRAMS / "pipe_resume.py").read_text())
+    data = tree.base / "input" / "data"
+    data.mkdir(parents=True)
+    for run in ("1", "2"):
+        tree.write_config("hyperparameters.json", {"sagemaker_program": '"reader.py"', "run": f'"{run}"',
+                                                    "epochs": "2"})
+        feeder = Feeder(data, {"train": channel_objects(str(tmp_path / "src"))}, {"train": None}, epochs=2).start()
+        proc = subprocess.Popen([TRAIN], env=tree.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if run == "1":
+            time.sleep(2.0)  # ~150 of the 300 records of epoch 0
+            proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        feeder.stop.set()
+        feeder.join(5)
+    first = _consumed(tree.base / "output" / "data", "consumed-1-*")
+    assert 0 < sum(first[0].values()) < len(everything), "run 1 should have stopped mid-epoch 0"
+    both = _consumed(tree.base / "output" / "data", "consumed-*")
+    for epoch in (0, 1):
+        assert both[epoch] == Counter(everything), f"epoch {epoch}: a record missing or seen twice"
