@@ -33,7 +33,10 @@ ENV_OVERRIDES = (
     "SM_GRACE_PERIOD_SECONDS",
     "SM_PEER_WAIT_SECONDS",
     "SM_CONTROL_PORT",
+    "SM_SYSTEM_MONITOR",
+    "SM_SYSTEM_MONITOR_INTERVAL_MS",
 )
+DEFAULT_MONITOR_INTERVAL_MS = 500.0
 DEFAULT_CONTROL_PORT = 7077
 
 
@@ -145,6 +148,7 @@ class TrainingConfig(NamedTuple):
     grace_period_s: float
     peer_wait_s: float  # how long the master waits for workers, and workers for the master
     control_port: int  # the master's control channel (entrypoint.control)
+    monitor_interval_ms: Optional[float]  # the system monitor's sampling interval; None: switched off
     environ: Mapping[str, str]  # the environment `train` was started with
 
     @property
@@ -362,7 +366,8 @@ def _program(decoded: Mapping[str, Any], environ: Mapping[str, str], paths: Path
     return ProgramSpec(entry_point=str(entry), submit_dir=submit, local_dir=local)
 
 
-def _seconds(decoded: Mapping[str, Any], environ: Mapping[str, str], hp: str, env: str, default: float, where: str) -> float:
+def _duration(decoded: Mapping[str, Any], environ: Mapping[str, str], hp: str, env: str, default: float, where: str,
+              unit: str = "seconds") -> float:
     raw = environ.get(env, decoded.get(hp))
     if raw is None:
         return default
@@ -371,7 +376,7 @@ def _seconds(decoded: Mapping[str, Any], environ: Mapping[str, str], hp: str, en
     except (TypeError, ValueError):
         value = -1.0
     if not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{where}: {hp} (or {env}) must be a number of seconds >= 0, got {raw!r}")
+        raise ConfigError(f"{where}: {hp} (or {env}) must be a number of {unit} >= 0, got {raw!r}")
     return value
 
 
@@ -384,6 +389,23 @@ def _port(environ: Mapping[str, str]) -> int:
     return int(raw)
 
 
+def _monitor_interval(decoded: Mapping[str, Any], environ: Mapping[str, str], profiler: dict, where: str) -> Optional[float]:
+    """On unless SM_SYSTEM_MONITOR / sagemaker_system_monitor says off; the interval from
+    SM_SYSTEM_MONITOR_INTERVAL_MS, sagemaker_system_monitor_interval_ms, profilerconfig.json's
+    ProfilingIntervalInMilliseconds, else 500 ms."""
+    switch = environ.get("SM_SYSTEM_MONITOR", decoded.get("sagemaker_system_monitor", "on"))
+    if str(switch).lower() in ("off", "false", "0", "no"):
+        return None
+    default = profiler.get("ProfilingIntervalInMilliseconds", DEFAULT_MONITOR_INTERVAL_MS)
+    if isinstance(default, bool) or not isinstance(default, (int, float)):
+        raise ConfigError(f"profilerconfig.json: ProfilingIntervalInMilliseconds must be a number, got {default!r}")
+    interval = _duration(decoded, environ, "sagemaker_system_monitor_interval_ms", "SM_SYSTEM_MONITOR_INTERVAL_MS",
+                         default, where, unit="milliseconds")
+    if interval < 10:
+        raise ConfigError(f"{where}: the system monitor's interval must be at least 10 ms, got {interval:g}")
+    return float(interval)
+
+
 def load_config(environ: Mapping[str, str]) -> TrainingConfig:
     """Read the config files under SAGEMAKER_BASE_DIR (default /opt/ml) and the environment."""
     paths = Paths(Path(environ.get("SAGEMAKER_BASE_DIR") or DEFAULT_BASE_DIR))
@@ -394,6 +416,8 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
     raw_hps = _expect_object(_read_json(hp_path, dict), str(hp_path))
     input_data_config = _expect_object(_read_json(idc_path, dict), str(idc_path))
     checkpoint_config = _expect_object(_read_json(paths.config_file("checkpointconfig.json"), dict), "checkpointconfig.json")
+    profiler_path = paths.config_file("profilerconfig.json")
+    profiler_config = _expect_object(_read_json(profiler_path, dict), str(profiler_path))
 
     decoded = hps.decode(raw_hps)
     resources = _resources(resource_config, rc_path, environ)
@@ -412,10 +436,11 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
         program=_program(decoded, environ, paths),
         mpi=_mpi(decoded, str(hp_path)),
         checkpoint_dir=Path(checkpoint_dir),
-        grace_period_s=_seconds(decoded, environ, "sagemaker_grace_period_seconds", "SM_GRACE_PERIOD_SECONDS",
+        grace_period_s=_duration(decoded, environ, "sagemaker_grace_period_seconds", "SM_GRACE_PERIOD_SECONDS",
                                 DEFAULT_GRACE_PERIOD_S, str(hp_path)),
-        peer_wait_s=_seconds(decoded, environ, "sagemaker_peer_wait_seconds", "SM_PEER_WAIT_SECONDS",
+        peer_wait_s=_duration(decoded, environ, "sagemaker_peer_wait_seconds", "SM_PEER_WAIT_SECONDS",
                              default_peer_wait_s(len(resources.hosts)), str(hp_path)),
         control_port=_port(environ),
+        monitor_interval_ms=_monitor_interval(decoded, environ, profiler_config, str(hp_path)),
         environ=dict(environ),
     )

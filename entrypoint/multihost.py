@@ -14,7 +14,7 @@ from .console import log
 from .errors import ExitCode, PeersUnreachable
 from .outcome import FileState, describe_program_failure, failure_text, oom_kill_count
 from .plan import LaunchPlan
-from .run import finish, prepare, program_failure, start_demux
+from .run import finish, prepare, program_failure, start_helpers
 from .sshd import start_sshd, wait_listening
 from .supervise import SHUTDOWN_SIGNALS, ProcessResult, SignalWaker, end_descendants, stop_process, supervise
 
@@ -64,7 +64,7 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     mpi = plan.mpi
     failure_at_start = FileState.of(plan.failure_file)
     prepare(plan, python)
-    demux = start_demux(plan)
+    helpers = start_helpers(plan)
     server = control.ControlServer(mpi.control_bind, mpi.control_port, token, log)
     server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
     try:
@@ -89,13 +89,12 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
         log(f"host {plan.host}: starting {mpi.layout.num_processes} ranks on {', '.join(mpi.layout.hosts)}: "
             f"{shlex.join(plan.argv)}")
         result = supervise(plan.argv, plan.child_env(inherited_env), plan.cwd, plan.grace_period_s, waker, forward,
-                           spare=[p.pid for p in demux])
+                           spare=helpers.pids)
         status, reason = _job_outcome(result, server, str(plan.program.program_path), oom_before)
         server.end(status, reason)
     finally:
         server.close()
-        for process in demux:
-            stop_process(process)
+        helpers.stop()
     return finish(plan, status, reason, failure_at_start)
 
 
@@ -106,7 +105,7 @@ def run_worker(plan: LaunchPlan, python: str, waker: SignalWaker) -> int:
     prepare(plan, python)
     deadline = time.monotonic() + mpi.peer_wait_s
     linux.become_subreaper()  # orted daemonizes: it must re-parent to us, not to the host's init
-    demux = start_demux(plan)
+    helpers = start_helpers(plan)
     sshd = start_sshd(mpi.sshd_config, mpi.sshd_port)
     try:
         if not wait_listening(mpi.sshd_port, deadline, sshd):
@@ -119,8 +118,8 @@ def run_worker(plan: LaunchPlan, python: str, waker: SignalWaker) -> int:
             )
         status, reason = _follow(plan, sock, waker)
     finally:
-        for process in [sshd, *demux]:
-            stop_process(process)
+        stop_process(sshd)
+        helpers.stop()
         end_descendants(waker, 2.0)  # ranks or daemons the job left behind: nothing outlives train
     return finish(plan, status, reason, failure_at_start)
 

@@ -61,6 +61,7 @@ class LaunchPlan(NamedTuple):
     mpi: Optional[MpiPlan]  # None: the program runs on this host without MPI
     pipes: tuple[PipeAssignment, ...]  # which FIFOs the program (each rank) reads
     demux: tuple[tuple[str, ...], ...]  # demultiplexer processes this host runs beside the ranks
+    monitor: tuple[str, ...]  # the system monitor's command; empty when switched off
 
     def child_env(self, inherited: Mapping[str, str]) -> dict[str, str]:
         env = dict(inherited)
@@ -82,6 +83,7 @@ class LaunchPlan(NamedTuple):
             "pipes": {a.channel: {"mode": a.mode.value, "format": a.record_format.value, "prefix": a.prefix}
                       for a in self.pipes},
             "demux": [list(argv) for argv in self.demux],
+            "monitor": list(self.monitor),
         }
 
 
@@ -103,6 +105,13 @@ def demux_commands(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int
         for a in pipes
         if a.mode is PipeMode.DEMUX
     )
+
+
+def monitor_command(config: TrainingConfig, python: str) -> tuple[str, ...]:
+    if config.monitor_interval_ms is None:
+        return ()
+    return (python, "-m", "entrypoint.monitor", "--out", str(config.paths.output_dir / "profiler"),
+            "--host", config.resources.current_host, "--interval-ms", f"{config.monitor_interval_ms:g}")
 
 
 def _mpi_plan(config: TrainingConfig, facts: HostFacts, environ: Mapping[str, str]) -> MpiPlan:
@@ -175,6 +184,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         mpi=mpi,
         pipes=pipes,
         demux=demux_commands(pipes, config.paths.input_data_dir, ranks_per_host, python),
+        monitor=monitor_command(config, python),
     )
 
 

@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import shlex
+import signal
 import subprocess
+from typing import NamedTuple, Optional
 
+from . import linux
 from .codesetup import fetch_code, install_requirements
 from .console import log
 from .outcome import (
@@ -16,7 +19,7 @@ from .outcome import (
 )
 from .plan import LaunchPlan
 from .program import check_program
-from .supervise import ProcessResult, SignalWaker, supervise
+from .supervise import ProcessResult, SignalWaker, spawn_helper, stop_process, supervise
 
 
 def prepare(plan: LaunchPlan, python: str) -> None:
@@ -30,13 +33,33 @@ def prepare(plan: LaunchPlan, python: str) -> None:
     check_program(plan.program)
 
 
-def start_demux(plan: LaunchPlan) -> list[subprocess.Popen]:
-    """This host's Pipe-mode demultiplexers; they end with `train` (its descendants, ended at exit)."""
-    processes = []
+class Helpers(NamedTuple):
+    """The toolkit's own processes beside the program: the system monitor and demultiplexers."""
+
+    monitor: Optional[subprocess.Popen]
+    demux: list[subprocess.Popen]
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in [*self.demux, *([self.monitor] if self.monitor else [])]]
+
+    def stop(self) -> None:
+        """Demultiplexers first, the monitor last (it samples to the very end, then summarises)."""
+        for process in [*self.demux, *([self.monitor] if self.monitor else [])]:
+            stop_process(process, wait_s=5.0)
+
+
+def _monitor_setup() -> None:  # in the monitor, between fork and exec
+    linux.set_parent_death_signal(signal.SIGTERM)  # train killed: write the last samples, then go
+
+
+def start_helpers(plan: LaunchPlan) -> Helpers:
+    monitor = spawn_helper(plan.monitor, preexec_fn=_monitor_setup) if plan.monitor else None
+    demux = []
     for argv in plan.demux:
         log(f"starting the demultiplexer: {shlex.join(argv)}")
-        processes.append(subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=2, start_new_session=True))
-    return processes
+        demux.append(spawn_helper(argv))
+    return Helpers(monitor, demux)
 
 
 def finish(plan: LaunchPlan, status: int, reason: str, failure_at_start: FileState) -> int:
@@ -63,7 +86,12 @@ def run_single(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     failure_at_start = FileState.of(plan.failure_file)
     prepare(plan, python)
     oom_before = oom_kill_count()
+    helpers = start_helpers(plan)
     log(f"host {plan.host}: starting {shlex.join(plan.argv)}")
-    result = supervise(plan.argv, plan.child_env(inherited_env), plan.cwd, plan.grace_period_s, waker)
+    try:
+        result = supervise(plan.argv, plan.child_env(inherited_env), plan.cwd, plan.grace_period_s, waker,
+                           spare=helpers.pids)
+    finally:
+        helpers.stop()
     reason = "" if result.exit_code == 0 else program_failure(result, str(plan.program.program_path), oom_before)
     return finish(plan, result.exit_code, reason, failure_at_start)

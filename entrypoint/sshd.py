@@ -5,15 +5,15 @@ import subprocess
 import time
 from pathlib import Path
 
+from .supervise import spawn_helper
+
 SSHD = "/usr/sbin/sshd"
 DEFAULT_CONFIG = "/etc/ssh/sshd_config"
 
 
 def start_sshd(config: str, port: int) -> subprocess.Popen:
     Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)  # sshd's privilege-separation folder
-    return subprocess.Popen(
-        [SSHD, "-D", "-e", "-f", config, "-p", str(port)], stdin=subprocess.DEVNULL, stdout=2, start_new_session=True
-    )
+    return spawn_helper([SSHD, "-D", "-e", "-f", config, "-p", str(port)])
 
 
 def listening(port: int, tables: tuple[str, ...] = ("/proc/net/tcp", "/proc/net/tcp6")) -> bool:

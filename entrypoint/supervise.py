@@ -87,14 +87,17 @@ class SignalWaker:
         return next((s for s in self._held if s in SHUTDOWN_SIGNALS), None)
 
 
-def signal_tree(pgid: int, signum: int) -> None:
+def signal_tree(pgid: int, signum: int, spare: Sequence[int] = ()) -> None:
     """Send `signum` once to every process of the program's tree: its process group, and each
-    descendant that left the group (whether still under the program or re-parented to us)."""
+    descendant that left the group (whether still under the program or re-parented to us), except
+    the toolkit's own helpers in `spare`."""
     try:
         os.killpg(pgid, signum)
     except (ProcessLookupError, PermissionError):
         pass
     for pid in linux.descendants_of(os.getpid()):
+        if pid in spare:
+            continue
         try:
             if os.getpgid(pid) != pgid:
                 os.kill(pid, signum)
@@ -140,6 +143,23 @@ def end_descendants(waker: SignalWaker, wait_s: float, spare: Sequence[int] = ()
             waker.wait(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
+def spawn_helper(argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None) -> subprocess.Popen:
+    """Start one of the toolkit's helper processes (sshd, monitor, demultiplexer) in its own session.
+    Its output goes through a relay into our stderr, in whole lines under the console lock, so it
+    never lands inside a line of the program's."""
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+                                start_new_session=True, preexec_fn=preexec_fn)
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    LineRelay(read_fd, 2).start()
+    return proc
+
+
 def stop_process(proc: subprocess.Popen, wait_s: float = 2.0) -> None:
     """End a helper the toolkit started (sshd, a demultiplexer): SIGTERM, then SIGKILL after `wait_s`."""
     if proc.poll() is None:
@@ -161,12 +181,17 @@ def supervise(
     cwd: Path,
     grace_period_s: float,
     waker: SignalWaker,
-    forward: Callable[[int, int], None] = signal_tree,
+    forward: Optional[Callable[[int, int], None]] = None,
     spare: Sequence[int] = (),
 ) -> ProcessResult:
     """Run `argv` to its end. `forward(pid, signum)` passes a received signal on (by default to the
     program's whole tree); when the grace period after a shutdown signal ends, the tree gets SIGKILL.
-    When it has ended, whatever it left running is ended too, except the helpers in `spare`."""
+    When it has ended, whatever it left running is ended too. The toolkit's helpers in `spare` (the
+    monitor, demultiplexers) get none of these signals: the caller stops them."""
+    if forward is None:
+        def forward(pid: int, signum: int) -> None:
+            signal_tree(pid, signum, spare)
+
     early = waker.shutdown_requested()
     if early is not None:
         log(f"received {signal.Signals(early).name} before the program started; not starting it")
@@ -202,7 +227,7 @@ def supervise(
                     f"grace period {grace_period_s:g} s before SIGKILL")
         if deadline is not None and time.monotonic() >= deadline:
             log(f"grace period of {grace_period_s:g} s is over: sending SIGKILL to the program")
-            signal_tree(proc.pid, signal.SIGKILL)
+            signal_tree(proc.pid, signal.SIGKILL, spare)
             killed, deadline = True, None
 
     exit_code = os.waitstatus_to_exitcode(status)
