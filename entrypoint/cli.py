@@ -19,11 +19,13 @@ VERSION = "0.1.0"
 
 
 USAGE = """usage: train [--dry-run] [--version] [--help]
+       train report DIR [DIR ...] [--out OUT] [--param Rule.key=value ...]
 
 Run the SageMaker training job described by /opt/ml (or $SAGEMAKER_BASE_DIR) in this container.
 
   --dry-run   print the launch plan (role, command, environment) as JSON; run nothing
   --version   print the version
+  report      write an HTML report and JSON summary of the system monitor's files (train report --help)
 """
 
 
@@ -55,7 +57,12 @@ def _fail(kind: str, message: str, write_file: bool) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    flags = _parse_args(sys.argv[1:] if argv is None else argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["report"]:
+        from .report import main as report_main
+
+        return report_main(args[1:])
+    flags = _parse_args(args)
     dry_run = "--dry-run" in flags
     # First of all, so that a SIGTERM arriving while the config is read is not lost.
     from .supervise import SignalWaker

@@ -1,0 +1,150 @@
+"""The system monitor through the real train: smdebug reads its files, busy and idle programs show
+as such, the last samples survive SIGTERM and SIGKILL, no monitor outlives train; the report; metric lines."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from entrypoint.metrics import metric_line
+from entrypoint.monitor import EventWriter, Sample
+from entrypoint.rules import load_series
+from tests.support import TRAIN, make_tree, run_train
+
+BUSY = """
+import multiprocessing, time
+def spin(seconds):
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+if __name__ == "__main__":
+    workers = [multiprocessing.Process(target=spin, args=(3,)) for _ in range(multiprocessing.cpu_count())]
+    [w.start() for w in workers]; [w.join() for w in workers]
+"""
+
+
+def _cpu_total(base: Path) -> list[float]:
+    series = load_series([base / "output" / "profiler"])
+    return [v for (h, n, d), values in series.items() if n == "cpu_total" for _, v in values]
+
+
+def _monitor_pids(base: Path) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"entrypoint.monitor" in cmdline and str(base).encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def test_smdebug_reads_the_files_and_gets_the_values_written(tmp_path: Path) -> None:
+    from smdebug.profiler.system_metrics_reader import LocalSystemMetricsReader
+
+    writer = EventWriter(tmp_path, "algo-1")
+    start = time.time() - 5
+    for i in range(10):
+        writer.add([Sample("cpu", "cpu0", "CPUUtilization", 10.0 + i), Sample("gpu", "gpu0", "GPUUtilization", 50.0 + i),
+                    Sample("memory", "MemoryUsedPercent", "Memory", 33.0)], start + i * 0.5)
+    writer.flush()
+    reader = LocalSystemMetricsReader(str(tmp_path))
+    events = reader.get_events(int(start * 1e6) - 10**6, int((start + 10) * 1e6))
+    got = sorted((e.name, e.dimension, e.value, e.node_id) for e in events)
+    assert ("cpu0", "CPUUtilization", 19.0, "algo-1") in got and ("gpu0", "GPUUtilization", 50.0, "algo-1") in got
+    assert len([e for e in events if e.dimension == "CPUUtilization"]) == 10
+    assert sorted(e.value for e in events if e.name == "gpu0") == [50.0 + i for i in range(10)]
+
+
+@pytest.mark.parametrize("program,busy", [(BUSY, True), ("import time\ntime.sleep(3)\n", False)])
+def test_busy_and_idle_programs_show_as_such(tmp_path: Path, program: str, busy: bool) -> None:
+    tree = make_tree(tmp_path)
+    tree.write_program("train.py", program)
+    done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR_INTERVAL_MS="100"))
+    assert done.returncode == 0, done.stderr.decode()
+    values = sorted(_cpu_total(tree.base))
+    assert len(values) >= 20
+    median = values[len(values) // 2]
+    assert (median > 70) if busy else (median < 30), median
+    stderr = done.stderr.decode()
+    assert stderr.count("[monitor] no GPU to sample") == 1  # said once
+    assert re.search(r"\[monitor\] host algo-1 utilisation: cpu p50 \d+% p95 \d+%", stderr)
+
+
+def test_monitor_can_be_switched_off(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path, hyperparameters={"sagemaker_system_monitor": '"off"'})
+    tree.write_program("train.py", "pass\n")
+    assert run_train(tree).returncode == 0
+    assert not (tree.base / "output" / "profiler").exists()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_last_samples_are_on_disk_and_no_monitor_outlives_train(tmp_path: Path, signum: int) -> None:
+    tree = make_tree(tmp_path)
+    tree.write_program("train.py", "import time\ntime.sleep(60)\n")
+    proc = subprocess.Popen([TRAIN], env=tree.env(SM_SYSTEM_MONITOR_INTERVAL_MS="100", SM_GRACE_PERIOD_SECONDS="1"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(5)  # longer than a flush interval: files exist; the newest samples are still in memory
+    stopped = time.time()
+    proc.send_signal(signum)
+    proc.wait(30)
+    deadline = time.monotonic() + 10
+    while _monitor_pids(tree.base) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _monitor_pids(tree.base) == [], "a monitor outlived train"
+    series = load_series([tree.base / "output" / "profiler"])
+    newest = max(t for values in series.values() for t, _ in values)
+    assert newest >= stopped - 0.5, f"the last samples were lost: newest {stopped - newest:.2f} s before the stop"
+
+
+def test_report_renders_with_plots(tmp_path: Path) -> None:
+    import matplotlib.image
+
+    writer = EventWriter(tmp_path / "profiler", "algo-1")
+    start = time.time()
+    for i in range(200):
+        t = start + i * 0.5
+        writer.add([Sample("cpu", f"cpu{c}", "CPUUtilization", (i * 7 + c * 30) % 100) for c in range(4)]
+                   + [Sample("cpu", "cpu_total", "CPUUtilization", 95.0), Sample("memory", "MemoryUsedPercent", "Memory", 40.0),
+                      Sample("gpu", "gpu0", "GPUUtilization", 5.0), Sample("gpu", "gpu0", "GPUMemoryUtilization", 30.0)], t)
+    writer.flush()
+    out = tmp_path / "report"
+    done = subprocess.run([TRAIN, "report", str(tmp_path / "profiler"), "--out", str(out),
+                           "--param", "LowGPUUtilization.patience=0", "--param", "CPUBottleneck.patience=0"],
+                          capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    html = (out / "report.html").read_text()
+    pictures = re.findall(r"<img src='([^']+)'", html)
+    assert set(pictures) == {"utilisation.png", "cores-algo-1.png"}
+    for name in pictures:
+        image = matplotlib.image.imread(out / name)
+        assert image.shape[0] > 100 and image.std() > 0.05, f"{name} is blank"
+    summary = json.loads((out / "summary.json").read_text())
+    fired = {r["rule"] for r in summary["rules"] if r["triggered"]}
+    assert {"LowGPUUtilization", "CPUBottleneck"} <= fired
+    assert summary["hosts"]["algo-1"]["cpu"]["p50"] == 95.0 and summary["hosts"]["algo-1"]["samples"] == 200
+    assert "TRIGGERED" in html and "move preprocessing off the training path" in html
+
+
+def test_report_without_samples_is_a_clear_error(tmp_path: Path) -> None:
+    done = subprocess.run([TRAIN, "report", str(tmp_path)], capture_output=True, timeout=60)
+    assert done.returncode == 1 and b"no system-monitor samples under" in done.stderr
+    done = subprocess.run([TRAIN, "report", str(tmp_path), "--param", "Nope.x=1"], capture_output=True, timeout=60)
+    assert done.returncode == 2 and b"unknown rule parameter" in done.stderr
+
+
+def test_metric_lines_match_sagemaker_metric_definitions() -> None:
+    line = metric_line(epoch=3, loss=0.000123456789, val_loss=1.5, accuracy=0.98)
+    assert line == "epoch=3; loss=0.000123457; val_loss=1.5; accuracy=0.98;"
+    assert re.search(r"\bloss=([-+0-9.eE]+|nan|inf);", line).group(1) == "0.000123457"
+    assert re.search(r"\bval_loss=([-+0-9.eE]+|nan|inf);", line).group(1) == "1.5"
+    with pytest.raises(ValueError, match="metric name 'bad name'"):
+        metric_line(**{"bad name": 1})
