@@ -12,10 +12,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
-
-class MetricLines(keras.callbacks.Callback):
-    def on_epoch_end(self, epoch, logs=None):
-        print(f"epoch={epoch}; " + " ".join(f"{k}={v:.6f};" for k, v in sorted((logs or {}).items())), flush=True)
+from entrypoint.metrics import keras_metrics_callback, log_metrics  # noqa: E402
 
 
 def main() -> None:
@@ -28,9 +25,10 @@ def main() -> None:
     y = (x @ rng.normal(size=(16, 1))).astype("float32")
     model = keras.Sequential([keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)])
     model.compile(optimizer="adam", loss="mse")
-    model.fit(x, y, epochs=args.epochs, batch_size=args.batch_size, verbose=0, callbacks=[MetricLines()])
+    model.fit(x, y, epochs=args.epochs, batch_size=args.batch_size, verbose=0, callbacks=[keras_metrics_callback()])
     model.save(os.path.join(os.environ["SM_MODEL_DIR"], "model.keras"))
-    print(f"host={os.environ['SM_CURRENT_HOST']}; saved model to {os.environ['SM_MODEL_DIR']}")
+    log_metrics(final_loss=float(model.evaluate(x, y, verbose=0)))
+    print(f"saved the model to {os.environ['SM_MODEL_DIR']} on {os.environ['SM_CURRENT_HOST']}")
 
 
 if __name__ == "__main__":
