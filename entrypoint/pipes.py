@@ -107,13 +107,18 @@ def epoch_batches(
     skip: int = 0,
 ) -> Iterator[list[bytes]]:
     """The records of one epoch of this rank's `channel`, in lists as they arrive."""
-    path = f"{fifo_prefix(channel, environ)}_{epoch}"
     fmt = fmt or record_format(channel, environ)
-    fd = open_fifo(path, timeout)
+    fd, where = _open_epoch(channel, epoch, timeout, environ)
     try:
-        yield from read_batches(fd, fmt, f"channel {channel!r} epoch {epoch} ({path})", skip)
+        yield from read_batches(fd, fmt, where, skip)
     finally:
         os.close(fd)
+
+
+def _open_epoch(channel: str, epoch: int, timeout: float, environ: Optional[Mapping[str, str]]) -> tuple[int, str]:
+    """The open FIFO of one epoch, and how errors name it."""
+    path = f"{fifo_prefix(channel, environ)}_{epoch}"
+    return open_fifo(path, timeout), f"channel {channel!r} epoch {epoch} ({path})"
 
 
 def records(
@@ -166,8 +171,7 @@ def spool_chunks(
         index, out, size = 0, -1, 0
         try:
             for epoch in epochs:
-                path = f"{fifo_prefix(channel, environ)}_{epoch}"
-                fd = open_fifo(path, timeout)
+                fd, where = _open_epoch(channel, epoch, timeout, environ)
                 splitter = RecordSplitter(fmt)  # CRCs checked here, so errors name the channel and epoch
                 try:
                     while True:
@@ -190,7 +194,7 @@ def spool_chunks(
                         if stop.is_set():
                             return
                 except CorruptRecord as e:
-                    raise PipeError(f"channel {channel!r} epoch {epoch} ({path}): {e}") from None
+                    raise PipeError(f"{where}: {e}") from None
                 finally:
                     os.close(fd)
             if out >= 0:
