@@ -86,12 +86,18 @@ def run_single(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     failure_at_start = FileState.of(plan.failure_file)
     prepare(plan, python)
     oom_before = oom_kill_count()
-    helpers = start_helpers(plan)
     log(f"host {plan.host}: starting {shlex.join(plan.argv)}")
+    started: list[Helpers] = []
+
+    def start_after_program() -> list[int]:
+        started.append(start_helpers(plan))
+        return started[0].pids
+
     try:
         result = supervise(plan.argv, plan.child_env(inherited_env), plan.cwd, plan.grace_period_s, waker,
-                           spare=helpers.pids)
+                           on_started=start_after_program)
     finally:
-        helpers.stop()
+        for helpers in started:
+            helpers.stop()
     reason = "" if result.exit_code == 0 else program_failure(result, str(plan.program.program_path), oom_before)
     return finish(plan, result.exit_code, reason, failure_at_start)

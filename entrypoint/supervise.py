@@ -183,11 +183,15 @@ def supervise(
     waker: SignalWaker,
     forward: Optional[Callable[[int, int], None]] = None,
     spare: Sequence[int] = (),
+    on_started: Optional[Callable[[], Sequence[int]]] = None,
 ) -> ProcessResult:
     """Run `argv` to its end. `forward(pid, signum)` passes a received signal on (by default to the
     program's whole tree); when the grace period after a shutdown signal ends, the tree gets SIGKILL.
     When it has ended, whatever it left running is ended too. The toolkit's helpers in `spare` (the
-    monitor, demultiplexers) get none of these signals: the caller stops them."""
+    monitor, demultiplexers), and those `on_started` starts once the program runs (it returns their
+    pids; starting them after the program keeps them off its start-up), get none of these signals:
+    the caller stops them."""
+    spare = list(spare)
     if forward is None:
         def forward(pid: int, signum: int) -> None:
             signal_tree(pid, signum, spare)
@@ -206,6 +210,8 @@ def supervise(
         os.close(write_fd)
     tail = TailBuffer(STDERR_TAIL_BYTES)
     relay = LineRelay(read_fd, 2, tail).start()
+    if on_started is not None:
+        spare.extend(on_started())
 
     status: Optional[int] = None
     shutdown: Optional[int] = None
