@@ -159,9 +159,6 @@ class TrainingConfig(NamedTuple):
     def framework_parameters(self) -> dict[str, Any]:
         return hps.framework_parameters(self.hyperparameters)
 
-    @property
-    def is_multi_host(self) -> bool:
-        return len(self.resources.hosts) > 1
 
 
 # ---- reading -------------------------------------------------------------------------------------

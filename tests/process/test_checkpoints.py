@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -199,3 +200,52 @@ def test_pipe_mode_job_stopped_mid_epoch_resumes_with_every_record_once(tmp_path
     both = _consumed(tree.base / "output" / "data", "consumed-*")
     for epoch in (0, 1):
         assert both[epoch] == Counter(everything), f"epoch {epoch}: a record missing or seen twice"
+
+
+KERAS_PROGRAM = """
+import os, sys
+os.environ["TF_USE_LEGACY_KERAS"] = "1"; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+import numpy as np, tensorflow as tf, tf_keras as keras
+from entrypoint.checkpoints import CheckpointManager, keras_callback
+from entrypoint.metrics import keras_metrics_callback
+model = keras.Sequential([keras.layers.Dense(4, input_shape=(3,)), keras.layers.Dense(1)])
+model.compile(optimizer="sgd", loss="mse")
+state = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+manager = CheckpointManager(keep=2)
+restored = manager.restore(state)
+x = np.ones((4000, 3), "float32"); y = np.ones((4000, 1), "float32")
+print("start", restored.step if restored else 0, flush=True)
+class Slow(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+        import time; time.sleep(0.01)
+model.fit(x, y, batch_size=8, epochs=int(sys.argv[sys.argv.index("--epochs") + 1]), verbose=0, callbacks=[
+    Slow(), keras_callback(manager, state, every_n_batches=100, initial_step=restored.step if restored else 0),
+    keras_metrics_callback()])
+print("fit returned", flush=True)
+"""
+
+
+def test_keras_callback_saves_periodically_and_stops_on_sigterm(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "ml", hyperparameters={"epochs": "3"})
+    tree.write_program("train.py", KERAS_PROGRAM)
+    env = tree.env(SM_GRACE_PERIOD_SECONDS="30")
+    proc = subprocess.Popen([TRAIN], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stdout.readline().startswith(b"start 0")
+    manager = CheckpointManager(tree.base / "checkpoints", log=lambda m: None)
+    deadline = time.monotonic() + 60
+    while not manager.checkpoints() and time.monotonic() < deadline:  # the periodic save, every 100 batches
+        time.sleep(0.1)
+    assert manager.checkpoints() and manager.checkpoints()[0].step % 100 == 0
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err.decode()[-2000:]
+    assert b"fit returned" in out  # the callback stopped training; the program ended normally
+    final = manager.latest()
+    assert final is not None and final.step % 100 != 0  # saved at the batch where SIGTERM was seen
+    assert final.step < 3 * 500  # mid-training, not after the last epoch
+    rerun = subprocess.run([TRAIN], env=env, capture_output=True, timeout=120)
+    assert rerun.returncode == 0
+    lines = rerun.stdout.decode().splitlines()
+    assert lines[0] == f"start {final.step}"
+    assert [line.split(";")[0] for line in lines if line.startswith("epoch=")] == ["epoch=0", "epoch=1", "epoch=2"]
+    assert re.search(r"\bloss=([-+0-9.eE]+|nan|inf);", lines[1])

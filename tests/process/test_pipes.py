@@ -78,9 +78,11 @@ def test_formats_over_several_epochs_and_channels(tmp_path: Path, fmt: RecordFor
     sources = {"alpha": channel_objects(str(tmp_path / "a")), "beta": channel_objects(str(tmp_path / "b"))}
     feeder = Feeder(data, sources, {"alpha": None, "beta": None}, epochs=3).start()
     env = {**_env(data, "alpha", fmt), **_env(data, "beta", fmt)}
-    for epoch in range(3):
+    for epoch in range(2):
         assert list(pipes.records("alpha", epoch, environ=env, timeout=10)) == a
         assert list(pipes.records("beta", epoch, environ=env, timeout=10)) == b
+    assert list(pipes.read_epochs("alpha", 1, start=2, environ=env, timeout=10)) == a
+    assert list(pipes.read_epochs("beta", 1, start=2, environ=env, timeout=10)) == b
     assert feeder.join(10) and feeder.fed == {"alpha": 3, "beta": 3}
 
 
