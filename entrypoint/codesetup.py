@@ -39,9 +39,23 @@ def fetch_code(source: str, dest: Path) -> None:
             _download_s3(source, tarball)
         try:
             with tarfile.open(tarball) as archive:
-                archive.extractall(dest, filter="data")
-        except (OSError, tarfile.TarError) as e:
+                _extract_safely(archive, dest)
+        except (OSError, tarfile.TarError, ValueError) as e:
             raise CodeSetupFailed(f"cannot unpack sagemaker_submit_directory {source} into {dest}: {e}") from None
+
+
+def _extract_safely(archive: tarfile.TarFile, dest: Path) -> None:
+    """Extract without letting a member escape `dest`: tarfile's "data" filter where this Python has
+    it (3.11.4+), else the same checks by hand (Debian 12 ships 3.11.2)."""
+    if hasattr(tarfile, "data_filter"):
+        archive.extractall(dest, filter="data")
+        return
+    root = dest.resolve()
+    for member in archive.getmembers():
+        target = (dest / member.name).resolve()
+        if not (target == root or root in target.parents) or member.issym() or member.islnk() or member.isdev():
+            raise ValueError(f"refusing tar member {member.name!r}: outside the folder, a link or a device")
+    archive.extractall(dest)
 
 
 def install_requirements(python: str, requirements: Path) -> None:

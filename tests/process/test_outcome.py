@@ -83,3 +83,50 @@ def test_stdin_stdout_are_the_programs_own(tmp_path: Path) -> None:
     done = run_train(tree)
     assert done.returncode == 0
     assert done.stdout == b"a\r\nb=1;\n\nlast without newline"
+
+
+def test_code_from_a_local_tarball_with_requirements(tmp_path: Path) -> None:
+    """sagemaker_submit_directory as a tarball (what the SDK uploads, here a local file): unpacked
+    into code/, its requirements.txt installed (an already-satisfied one: no network), then run."""
+    import tarfile
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "entry.py").write_text("import helper\nprint(helper.VALUE)\n")
+    (source / "helper.py").write_text("VALUE = 'from the tarball'\n")
+    (source / "requirements.txt").write_text("psutil\n")
+    tarball = tmp_path / "sourcedir.tar.gz"
+    with tarfile.open(tarball, "w:gz") as archive:
+        for path in source.iterdir():
+            archive.add(path, arcname=path.name)
+    tree = make_tree(tmp_path / "ml", program="entry.py",
+                     hyperparameters={"sagemaker_submit_directory": f'"{tarball}"'})
+    done = run_train(tree, timeout=180)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert done.stdout.decode().strip().endswith("from the tarball")
+    assert (tree.code_dir / "helper.py").exists()
+    assert b"installing " in done.stderr and b"requirements.txt" in done.stderr
+
+
+def test_unreadable_tarball_is_a_code_setup_failure(tmp_path: Path) -> None:
+    bad = tmp_path / "sourcedir.tar.gz"
+    bad.write_bytes(b"not a tarball at all")
+    tree = make_tree(tmp_path / "ml", hyperparameters={"sagemaker_submit_directory": f'"{bad}"'})
+    done = run_train(tree)
+    assert done.returncode == 65
+    assert tree.failure.read_text().startswith("CodeSetupFailed: cannot unpack sagemaker_submit_directory")
+
+
+def test_tarball_member_escaping_the_code_folder_is_refused(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    tarball = tmp_path / "evil.tar.gz"
+    with tarfile.open(tarball, "w:gz") as archive:
+        info = tarfile.TarInfo("../../escaped.txt")
+        info.size = 3
+        archive.addfile(info, io.BytesIO(b"bad"))
+    tree = make_tree(tmp_path / "ml", hyperparameters={"sagemaker_submit_directory": f'"{tarball}"'})
+    done = run_train(tree)
+    assert done.returncode == 65
+    assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "ml" / "escaped.txt").exists()
