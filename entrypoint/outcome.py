@@ -118,13 +118,18 @@ def report_success(path: Path) -> None:
         pass
 
 
-def oom_kill_count(cgroup_events: Path = Path("/sys/fs/cgroup/memory.events")) -> Optional[int]:
-    """The cgroup's OOM-kill counter (cgroup v2), to tell an OOM kill from another SIGKILL."""
-    try:
-        for line in cgroup_events.read_text().splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-    except (OSError, ValueError):
-        pass
+CGROUP_OOM_FILES = (Path("/sys/fs/cgroup/memory.events"), Path("/sys/fs/cgroup/memory/memory.oom_control"))
+
+
+def oom_kill_count(files: tuple[Path, ...] = CGROUP_OOM_FILES) -> Optional[int]:
+    """The container's OOM-kill counter (`oom_kill N`, cgroup v2's memory.events or v1's
+    memory.oom_control), to tell an OOM kill from another SIGKILL; None when neither is readable."""
+    for path in files:
+        try:
+            for line in path.read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        except (OSError, ValueError):
+            continue
     return None

@@ -23,3 +23,14 @@ def test_failure_text_is_bounded_and_keeps_the_last_whole_lines() -> None:
 def test_failure_text_with_one_huge_line_keeps_its_end() -> None:
     text = failure_text("E", "w", ("é" * 5000 + "END").encode())
     assert len(text.encode()) <= 1024 and text.rstrip().endswith("END")
+
+
+def test_oom_kill_counter_from_cgroup_v2_or_v1(tmp_path) -> None:
+    from entrypoint.outcome import oom_kill_count
+
+    v2, v1 = tmp_path / "memory.events", tmp_path / "memory.oom_control"
+    assert oom_kill_count((v2, v1)) is None
+    v1.write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 2\n")
+    assert oom_kill_count((v2, v1)) == 2
+    v2.write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
+    assert oom_kill_count((v2, v1)) == 1
