@@ -96,9 +96,21 @@ class ControlServer:
                     return missing
                 self._lock.wait(remaining)
 
-    def first_report(self) -> Optional[RankReport]:
+    def first_report(self, quiet_s: float = 0.3, max_wait_s: float = 2.0) -> Optional[RankReport]:
+        """The root cause among the failed ranks' reports: the rank that ended first (by its own
+        wall clock), not the first report to arrive (a rank on this host reports faster than the
+        one on another host whose failure brought it down). Waits until no report came for
+        `quiet_s` (at most `max_wait_s`), since mpirun may end while reports are in flight."""
+        deadline = time.monotonic() + max_wait_s
         with self._lock:
-            return self._reports[0] if self._reports else None
+            while time.monotonic() < deadline:
+                count = len(self._reports)
+                self._lock.wait(min(quiet_s, max(0.0, deadline - time.monotonic())))
+                if len(self._reports) == count:
+                    break
+            if not self._reports:
+                return None
+            return min(self._reports, key=lambda r: (float(r.get("ended_at") or float("inf")), self._reports.index(r)))
 
     def lost_hosts(self) -> list[str]:
         with self._lock:

@@ -47,7 +47,8 @@ def rank_env(environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def report(environ: Mapping[str, str], env: Mapping[str, str], result: ProcessResult, program: str) -> None:
+def report(environ: Mapping[str, str], env: Mapping[str, str], result: ProcessResult, program: str,
+           ended_at: float) -> None:
     """Tell the master's control server how this rank ended (best effort, bounded to 3 s)."""
     address = environ.get("SMTRAIN_CONTROL")
     if not address:
@@ -60,6 +61,7 @@ def report(environ: Mapping[str, str], env: Mapping[str, str], result: ProcessRe
         "rank": int(env.get("SM_RANK", "-1")),
         "local_rank": int(env.get("SM_LOCAL_RANK", "-1")),
         "program": program,
+        "ended_at": ended_at,
         "exit_code": result.exit_code,
         "term_signal": result.term_signal,
         "shutdown_signal": result.shutdown_signal,
@@ -83,8 +85,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     console.set_prefix(f"[train rank {env.get('SM_RANK', '?')}@{env.get('SM_CURRENT_HOST', '?')}] ")
     grace = float(os.environ.get("SMTRAIN_GRACE_PERIOD_S", "110"))
     result = supervise(args, env, Path.cwd(), grace, waker)
+    ended_at = time.time()  # wall clock: comparable across the job's hosts (NTP), unlike monotonic time
     if result.exit_code != 0:
-        report(os.environ, env, result, args[-1] if len(args) == 1 else args[1])
+        report(os.environ, env, result, args[-1] if len(args) == 1 else args[1], ended_at)
     return result.exit_code
 
 

@@ -14,6 +14,7 @@ apt_packages=(
   python3 python3-venv python3-dev g++ make cmake          # horovod and sagemaker-training compile C/C++
   openmpi-bin libopenmpi-dev openssh-server openssh-client # MPI and its transport
   iproute2 procps psmisc util-linux                        # network namespaces, process tools for tests
+  docker.io debootstrap                                    # the image: an engine, and a base image from the mirror
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }

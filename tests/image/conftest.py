@@ -1,0 +1,14 @@
+"""Image tests: a real Docker engine (started here if none runs) and the CPU image, built once per
+session from a local base image made from the OS mirror (scripts/base-image.sh)."""
+from __future__ import annotations
+
+import pytest
+
+from scripts.docker_cluster import ensure_docker, ensure_image
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    ensure_docker()
+    ensure_image()
+    return "smtrain:cpu"

@@ -1,0 +1,88 @@
+"""The CPU image with a real Docker engine: Horovod's build, `docker run` of a job with a mounted
+/opt/ml, `docker stop`, and two containers as SageMaker hosts running Horovod with Pipe mode and
+checkpoints (the demo job)."""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from scripts.docker_cluster import REPO, ContainerCluster, docker
+
+EXAMPLE = REPO / "examples" / "pipe_horovod"
+
+
+def _job(folder: Path, program: str, hps: dict) -> Path:
+    ml = folder / "ml"
+    (ml / "input" / "config").mkdir(parents=True)
+    (ml / "code").mkdir()
+    (ml / "input" / "config" / "resourceconfig.json").write_text('{"current_host": "algo-1", "hosts": ["algo-1"]}')
+    (ml / "input" / "config" / "hyperparameters.json").write_text(json.dumps({"sagemaker_program": '"p.py"', **hps}))
+    (ml / "code" / "p.py").write_text(program)
+    return ml
+
+
+def test_horovod_is_built_with_tensorflow_mpi_and_gloo(image: str) -> None:
+    out = docker("run", "--rm", image, "horovodrun", "--check-build", timeout=300).stdout
+    for line in ("[X] TensorFlow", "[X] MPI", "[X] Gloo"):
+        assert line in out, out
+
+
+def test_docker_run_passes_the_status_through_and_writes_the_failure_file(image: str, tmp_path: Path) -> None:
+    ml = _job(tmp_path, "import sys\nprint('args', sys.argv[1:])\nraise SystemExit(3)\n", {"lr": '"0.1"'})
+    done = subprocess.run(["docker", "run", "--rm", "-v", f"{ml}:/opt/ml", image, "train"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3, done.stderr
+    assert "args ['--lr', '0.1']" in done.stdout
+    assert (ml / "output" / "failure").read_text().startswith("ProgramError: program /opt/ml/code/p.py exited with status 3")
+
+
+def test_docker_stop_delivers_sigterm_to_the_program(image: str, tmp_path: Path) -> None:
+    program = ("import signal, sys, time\n"
+               "signal.signal(signal.SIGTERM, lambda *a: (print('got SIGTERM', flush=True), sys.exit(0)))\n"
+               "print('ready', flush=True)\ntime.sleep(120)\n")
+    ml = _job(tmp_path, program, {})
+    name = f"smtrain-stop-{tmp_path.name[-8:]}"
+    docker("run", "-d", "--name", name, "-v", f"{ml}:/opt/ml", image, "train")
+    try:
+        deadline = time.monotonic() + 60
+        while "ready" not in docker("logs", name).stdout and time.monotonic() < deadline:
+            time.sleep(0.2)
+        started = time.monotonic()
+        docker("stop", "-t", "30", name, timeout=60)
+        assert time.monotonic() - started < 10  # the program finished well inside the grace period
+        assert docker("inspect", "-f", "{{.State.ExitCode}}", name).stdout.strip() == "0"
+        assert "got SIGTERM" in docker("logs", name).stdout
+    finally:
+        docker("rm", "-f", name, check=False)
+
+
+def _demo_job(cluster: ContainerCluster, data: Path, **hps: object) -> None:
+    cluster.run_once("python", "/example/make_data.py", "/data", mounts=[f"{EXAMPLE}:/example:ro", f"{data}:/data"])
+    cluster.write_job({"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2, "epochs": 2, **hps},
+                      EXAMPLE / "train.py", {"train": {"TrainingInputMode": "Pipe", "ContentType": "application/x-tfrecord"}})
+    cluster.feed(data, "train", epochs=2)
+    cluster.start({"SM_PEER_WAIT_SECONDS": "120", "SM_GRACE_PERIOD_SECONDS": "20"})
+
+
+def test_two_containers_train_with_pipe_mode_and_checkpoints(image: str, tmp_path: Path) -> None:
+    with ContainerCluster("smtrain-it", 2, tmp_path) as cluster:
+        _demo_job(cluster, tmp_path / "data")
+        statuses = cluster.wait(600)
+        assert statuses == {"algo-1": 0, "algo-2": 0}, cluster.logs("algo-1")[-3000:]
+        master = cluster.logs("algo-1")
+        assert "epoch=0; loss=" in master and "epoch=1; loss=" in master
+        assert "dealt 128 records as [64, 64]" in master and "dealt 128 records as [64, 64]" in cluster.logs("algo-2")
+        checkpoints = sorted(p.name for p in (cluster.ml("algo-1") / "checkpoints").glob("ckpt-*"))
+        assert checkpoints == ["ckpt-000000000001", "ckpt-000000000002"]
+        assert (cluster.ml("algo-1") / "model" / "model.keras").exists()
+
+
+def test_a_failing_rank_makes_both_containers_exit_non_zero(image: str, tmp_path: Path) -> None:
+    with ContainerCluster("smtrain-it", 2, tmp_path) as cluster:
+        _demo_job(cluster, tmp_path / "data", **{"fail-rank": 3})
+        statuses = cluster.wait(300)
+        assert all(s not in (None, 0) for s in statuses.values()), statuses
+        failure = (cluster.ml("algo-1") / "output" / "failure").read_text()
+        assert "rank 3" in failure and "on host algo-2" in failure and "fails on purpose" in failure
