@@ -5,6 +5,7 @@ Used by scripts/demo.py and tests/image/. Every wait is bounded.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -35,12 +36,25 @@ def ensure_docker(wait_s: float = 60) -> None:
 
 
 def ensure_image(tag: str = IMAGE_TAG, timeout: float = 3600) -> float:
-    """Build the CPU image from a local base (made from the OS mirror); returns the seconds it took."""
+    """Build the CPU image; returns the seconds it took. The base is $SMTRAIN_BASE_IMAGE where a
+    registry can be reached, else one made locally from the OS mirror (scripts/base-image.sh)."""
     started = time.monotonic()
-    subprocess.run([str(REPO / "scripts" / "base-image.sh"), BASE_TAG], check=True, timeout=timeout)
-    subprocess.run(["docker", "build", "-q", "--build-arg", f"BASE_IMAGE={BASE_TAG}", "--target", "cpu", "-t", tag,
+    base = os.environ.get("SMTRAIN_BASE_IMAGE")
+    if not base:
+        base = BASE_TAG
+        subprocess.run([str(REPO / "scripts" / "base-image.sh"), base], check=True, timeout=timeout)
+    subprocess.run(["docker", "build", "-q", "--build-arg", f"BASE_IMAGE={base}", "--target", "cpu", "-t", tag,
                     str(REPO)], check=True, timeout=timeout, stdout=subprocess.DEVNULL)
     return time.monotonic() - started
+
+
+def image_under_test() -> str:
+    """$SMTRAIN_IMAGE (an image built elsewhere, e.g. by CodeBuild) or this checkout's, built now."""
+    prebuilt = os.environ.get("SMTRAIN_IMAGE")
+    if prebuilt:
+        return prebuilt
+    ensure_image()
+    return IMAGE_TAG
 
 
 class ContainerCluster:

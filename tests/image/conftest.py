@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.docker_cluster import ensure_docker, ensure_image
+from scripts.docker_cluster import ensure_docker, image_under_test
 
 
 @pytest.fixture(scope="session")
 def image() -> str:
     ensure_docker()
-    ensure_image()
-    return "smtrain:cpu"
+    return image_under_test()

@@ -67,7 +67,7 @@ def _demo_job(cluster: ContainerCluster, data: Path, **hps: object) -> None:
 
 
 def test_two_containers_train_with_pipe_mode_and_checkpoints(image: str, tmp_path: Path) -> None:
-    with ContainerCluster("smtrain-it", 2, tmp_path) as cluster:
+    with ContainerCluster("smtrain-it", 2, tmp_path, image) as cluster:
         _demo_job(cluster, tmp_path / "data")
         statuses = cluster.wait(600)
         assert statuses == {"algo-1": 0, "algo-2": 0}, cluster.logs("algo-1")[-3000:]
@@ -80,7 +80,7 @@ def test_two_containers_train_with_pipe_mode_and_checkpoints(image: str, tmp_pat
 
 
 def test_a_failing_rank_makes_both_containers_exit_non_zero(image: str, tmp_path: Path) -> None:
-    with ContainerCluster("smtrain-it", 2, tmp_path) as cluster:
+    with ContainerCluster("smtrain-it", 2, tmp_path, image) as cluster:
         _demo_job(cluster, tmp_path / "data", **{"fail-rank": 3})
         statuses = cluster.wait(300)
         assert all(s not in (None, 0) for s in statuses.values()), statuses
