@@ -19,7 +19,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from scripts.cluster import Cluster, _alive  # noqa: E402
+from entrypoint.linux import alive  # noqa: E402
+from scripts.cluster import Cluster  # noqa: E402
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "timed_rank.py"
 TRAIN = [str(Path(sys.executable).parent / "train")]
@@ -45,7 +46,7 @@ def one_run(num_hosts: int, die: bool) -> dict[str, float]:
         while len(ended) < num_hosts and time.monotonic() < deadline:
             now = time.time()
             for name, pid in pids.items():
-                if name not in ended and (pid is None or not _alive(pid)):
+                if name not in ended and (pid is None or not alive(pid)):
                     ended[name] = now
             time.sleep(0.002)
         if len(ended) < num_hosts:

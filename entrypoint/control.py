@@ -19,7 +19,7 @@ import json
 import socket
 import threading
 import time
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Mapping, Optional
 
 HEARTBEAT_S = 1.0
 HEARTBEAT_TIMEOUT_S = 10.0
@@ -65,6 +65,32 @@ class LineReader:
         return message if isinstance(message, dict) else {"type": "garbage"}
 
 
+HOROVOD_CONSEQUENCE = "Horovod has been shut down"
+
+
+def _error_time(report: Mapping[str, Any]) -> float:
+    return float(report.get("error_at") or float("inf"))
+
+
+def root_cause(reports: list[Mapping[str, Any]]) -> Optional["RankReport"]:
+    """The failed rank to blame, by the rules in ControlServer.first_report (pure)."""
+    by_rank: dict[tuple[Any, Any], RankReport] = {}
+    for report in reports:  # a rank's final report replaces its early one
+        key = (report.get("host"), report.get("rank"))
+        if key not in by_rank or report.get("final"):
+            by_rank[key] = RankReport({**by_rank.get(key, {}), **report})
+    ranked = list(by_rank.values())
+    if not ranked:
+        return None
+    causes = [r for r in ranked if HOROVOD_CONSEQUENCE not in str(r.get("stderr_tail", ""))]
+    finals = [r for r in causes if r.get("final")]
+    if finals:
+        return min(finals, key=_error_time)
+    if causes:
+        return max(causes, key=_error_time)
+    return min(ranked, key=_error_time)
+
+
 class RankReport(dict):
     """A rank-exit message: host, rank, local_rank, exit_code, term_signal, stderr_tail."""
 
@@ -97,10 +123,14 @@ class ControlServer:
                 self._lock.wait(remaining)
 
     def first_report(self, quiet_s: float = 0.3, max_wait_s: float = 2.0) -> Optional[RankReport]:
-        """The root cause among the failed ranks' reports: the rank that ended first (by its own
-        wall clock), not the first report to arrive (a rank on this host reports faster than the
-        one on another host whose failure brought it down). Waits until no report came for
-        `quiet_s` (at most `max_wait_s`), since mpirun may end while reports are in flight."""
+        """The root cause among the failed ranks' reports. Waits until no report came for `quiet_s`
+        (at most `max_wait_s`): mpirun may end while reports are in flight. Then, leaving out
+        Horovod's own consequences ("Horovod has been shut down", which it prints on the ranks that
+        fail because another did):
+        - final reports (the rank ended non-zero), earliest traceback first (each rank's wall clock);
+        - else early reports (a traceback appeared, then the launcher was killed by mpirun's abort),
+          the latest first: an earlier one may be a traceback the program handled and went on from;
+        - else whatever there is, earliest first."""
         deadline = time.monotonic() + max_wait_s
         with self._lock:
             while time.monotonic() < deadline:
@@ -108,9 +138,8 @@ class ControlServer:
                 self._lock.wait(min(quiet_s, max(0.0, deadline - time.monotonic())))
                 if len(self._reports) == count:
                     break
-            if not self._reports:
-                return None
-            return min(self._reports, key=lambda r: (float(r.get("ended_at") or float("inf")), self._reports.index(r)))
+            reports = list(self._reports)
+        return root_cause(reports)
 
     def lost_hosts(self) -> list[str]:
         with self._lock:

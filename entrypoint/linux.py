@@ -72,3 +72,12 @@ def command_name(pid: int) -> bytes:
             return f.read().strip()
     except OSError:
         return b""
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie, exited but not yet reaped, is not)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False

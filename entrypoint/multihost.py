@@ -43,7 +43,8 @@ def _job_outcome(result: ProcessResult, server: control.ControlServer, program: 
     report = server.first_report()
     if report is not None:
         ranks = ProcessResult(
-            exit_code=int(report["exit_code"]),
+            # an early report only (its launcher killed by mpirun's abort): an uncaught exception, status 1
+            exit_code=int(report.get("exit_code") or 1),
             term_signal=report.get("term_signal"),
             shutdown_signal=report.get("shutdown_signal"),
             killed_after_grace=bool(report.get("killed_after_grace")),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
@@ -47,9 +48,11 @@ def rank_env(environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def report(environ: Mapping[str, str], env: Mapping[str, str], result: ProcessResult, program: str,
-           ended_at: float) -> None:
-    """Tell the master's control server how this rank ended (best effort, bounded to 3 s)."""
+TRACEBACK = b"Traceback (most recent call last):"
+
+
+def send_report(environ: Mapping[str, str], env: Mapping[str, str], fields: Mapping[str, object]) -> None:
+    """Tell the master's control server about this rank (best effort, bounded to 3 s)."""
     address = environ.get("SMTRAIN_CONTROL")
     if not address:
         return
@@ -60,17 +63,29 @@ def report(environ: Mapping[str, str], env: Mapping[str, str], result: ProcessRe
         "host": env.get("SM_CURRENT_HOST", "?"),
         "rank": int(env.get("SM_RANK", "-1")),
         "local_rank": int(env.get("SM_LOCAL_RANK", "-1")),
-        "program": program,
-        "ended_at": ended_at,
-        "exit_code": result.exit_code,
-        "term_signal": result.term_signal,
-        "shutdown_signal": result.shutdown_signal,
-        "killed_after_grace": result.killed_after_grace,
-        "stderr_tail": result.stderr_tail[-REPORT_TAIL_BYTES:].decode("utf-8", "replace"),
+        **fields,
     }
     sock = control.connect(host, int(port), time.monotonic() + 3.0, message)
     if sock is not None:
         sock.close()
+
+
+class FailureWatch:
+    """Notes when the program's first Python traceback appears on stderr, and tells the master at
+    once (an "early" report): when a rank fails, the others soon fail too and mpirun's abort may kill
+    this rank's launcher before its program has finished tearing down. The moment a traceback appears
+    is also the best clock for which rank failed first."""
+
+    def __init__(self, environ: Mapping[str, str], env: Mapping[str, str], program: str) -> None:
+        self.first_error_at: Optional[float] = None
+        self._environ, self._env, self._program = environ, env, program
+
+    def __call__(self, data: bytes) -> None:
+        if self.first_error_at is None and TRACEBACK in data:
+            self.first_error_at = time.time()
+            fields = {"final": False, "program": self._program, "error_at": self.first_error_at,
+                      "stderr_tail": data[data.index(TRACEBACK):][-REPORT_TAIL_BYTES:].decode("utf-8", "replace")}
+            threading.Thread(target=send_report, args=(self._environ, self._env, fields), daemon=True).start()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -84,10 +99,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     env = rank_env(os.environ)
     console.set_prefix(f"[train rank {env.get('SM_RANK', '?')}@{env.get('SM_CURRENT_HOST', '?')}] ")
     grace = float(os.environ.get("SMTRAIN_GRACE_PERIOD_S", "110"))
-    result = supervise(args, env, Path.cwd(), grace, waker)
+    program = args[-1] if len(args) == 1 else args[1]
+    watch = FailureWatch(os.environ, env, program)
+    result = supervise(args, env, Path.cwd(), grace, waker, on_stderr=watch)
     ended_at = time.time()  # wall clock: comparable across the job's hosts (NTP), unlike monotonic time
     if result.exit_code != 0:
-        report(os.environ, env, result, args[-1] if len(args) == 1 else args[1], ended_at)
+        send_report(os.environ, env, {
+            "final": True, "program": program, "error_at": watch.first_error_at or ended_at,
+            "exit_code": result.exit_code, "term_signal": result.term_signal,
+            "shutdown_signal": result.shutdown_signal, "killed_after_grace": result.killed_after_grace,
+            "stderr_tail": result.stderr_tail[-REPORT_TAIL_BYTES:].decode("utf-8", "replace"),
+        })
     return result.exit_code
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Optional
+from typing import Callable, Optional
 
 from .console import STDERR_LOCK, write_all
 
@@ -45,12 +45,14 @@ class LineRelay:
         tail: Optional[TailBuffer] = None,
         lock: threading.Lock = STDERR_LOCK,
         max_line: int = DEFAULT_MAX_LINE,
+        on_emit: Optional[Callable[[bytes], None]] = None,
     ) -> None:
         self._source = source_fd
         self._target = target_fd
         self._tail = tail
         self._lock = lock
         self._max_line = max_line
+        self._on_emit = on_emit
         self._thread = threading.Thread(target=self._run, name=f"relay-{source_fd}", daemon=True)
 
     def start(self) -> "LineRelay":
@@ -66,6 +68,8 @@ class LineRelay:
             write_all(self._target, data)
         if self._tail is not None:
             self._tail.append(data)
+        if self._on_emit is not None:
+            self._on_emit(data)
 
     def _run(self) -> None:
         pending = bytearray()

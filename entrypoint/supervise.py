@@ -184,6 +184,7 @@ def supervise(
     forward: Optional[Callable[[int, int], None]] = None,
     spare: Sequence[int] = (),
     on_started: Optional[Callable[[], Sequence[int]]] = None,
+    on_stderr: Optional[Callable[[bytes], None]] = None,
 ) -> ProcessResult:
     """Run `argv` to its end. `forward(pid, signum)` passes a received signal on (by default to the
     program's whole tree); when the grace period after a shutdown signal ends, the tree gets SIGKILL.
@@ -209,7 +210,7 @@ def supervise(
     finally:
         os.close(write_fd)
     tail = TailBuffer(STDERR_TAIL_BYTES)
-    relay = LineRelay(read_fd, 2, tail).start()
+    relay = LineRelay(read_fd, 2, tail, on_emit=on_stderr).start()
     if on_started is not None:
         spare.extend(on_started())
 

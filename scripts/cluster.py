@@ -27,6 +27,9 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from entrypoint.linux import alive  # noqa: E402
+
 SUBNET = "10.250.{net}.{host}"
 STATE_ROOT = Path(tempfile.gettempdir()) / "smtrain-clusters"
 SSHD_CONFIG = """Port 22
@@ -54,14 +57,6 @@ SSH_CLIENT_CONFIG = """Host *
 
 def _run(*argv: str, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess:
     return subprocess.run(argv, check=check, capture_output=True, text=True, timeout=60, **kwargs)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 class Host:
@@ -317,9 +312,9 @@ def _cli(argv: Optional[Sequence[str]] = None) -> int:
         for h in cluster.hosts:
             pid = _find_pid1(h)
             deadline = time.monotonic() + 600
-            while pid and _alive(pid) and time.monotonic() < deadline:
+            while pid and alive(pid) and time.monotonic() < deadline:
                 time.sleep(0.1)
-            print(f"{h.name}: {'ended' if not pid or not _alive(pid) else 'still running'}; "
+            print(f"{h.name}: {'ended' if not pid or not alive(pid) else 'still running'}; "
                   f"failure: {h.failure() or '-'}")
         return 0
     return 2

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from entrypoint.linux import alive
 from tests.support import TRAIN, Tree, make_tree
 
 # A program that starts helpers (one in its process group, one that escaped into its own session),
@@ -44,14 +45,6 @@ def _start(tree: Tree, out: Path, on_term: str, grace: str) -> subprocess.Popen:
     return proc
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
-
-
 def _pids(out: Path) -> list[int]:
     return [int(p) for p in out.read_text().split()]
 
@@ -65,7 +58,7 @@ def test_program_that_handles_the_signal_exits_cleanly(tmp_path: Path, signum: i
     assert proc.wait(timeout=20) == 0
     assert time.monotonic() - sent < 10  # well inside the 30 s grace period
     assert Path(str(out) + ".got").read_text() == signal.Signals(signum).name
-    assert not any(_alive(p) for p in _pids(out)), "a process outlived train"
+    assert not any(alive(p) for p in _pids(out)), "a process outlived train"
     assert not tree.failure.exists()
 
 
@@ -78,7 +71,7 @@ def test_program_that_ignores_sigterm_is_killed_after_the_grace_period(tmp_path:
     waited = time.monotonic() - sent
     assert status == 128 + signal.SIGKILL
     assert 1.5 <= waited < 8, waited
-    assert not any(_alive(p) for p in _pids(out)), "a process outlived train"
+    assert not any(alive(p) for p in _pids(out)), "a process outlived train"
     reason = tree.failure.read_text()
     assert "killed by SIGKILL" in reason and "after SIGTERM and the grace period" in reason
 
@@ -90,10 +83,10 @@ def test_escaped_descendant_gets_sigterm_at_once(tmp_path: Path) -> None:
     program, _, escaped = _pids(out)
     proc.send_signal(signal.SIGTERM)
     deadline = time.monotonic() + 2.5
-    while _alive(escaped) and time.monotonic() < deadline:
+    while alive(escaped) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not _alive(escaped), "the escaped helper did not get SIGTERM before the grace period ended"
-    assert _alive(program)  # it ignores SIGTERM: still running inside its grace period
+    assert not alive(escaped), "the escaped helper did not get SIGTERM before the grace period ended"
+    assert alive(program)  # it ignores SIGTERM: still running inside its grace period
     assert proc.wait(timeout=20) == 128 + signal.SIGKILL
 
 
@@ -102,7 +95,7 @@ def test_other_signals_are_forwarded(tmp_path: Path) -> None:
     proc = _start(tree, out, "exit0", "30")
     proc.send_signal(signal.SIGUSR1)  # to train; the program has no handler: it dies of it
     assert proc.wait(timeout=20) == 128 + signal.SIGUSR1
-    assert not any(_alive(p) for p in _pids(out))
+    assert not any(alive(p) for p in _pids(out))
 
 
 def test_leftover_processes_are_ended_after_a_successful_program(tmp_path: Path) -> None:
@@ -118,5 +111,5 @@ open({str(out)!r}, 'w').write(f'{{a.pid}} {{b.pid}}')
     done = subprocess.run([TRAIN], env=tree.env(), capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert time.monotonic() - started < 20
-    assert not any(_alive(p) for p in _pids(out))
+    assert not any(alive(p) for p in _pids(out))
     assert b"process(es) left running" in done.stderr

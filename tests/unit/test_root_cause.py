@@ -1,0 +1,36 @@
+"""Which failed rank the master blames (entrypoint.control.root_cause)."""
+from entrypoint.control import root_cause
+
+SHUTDOWN = "UnknownError: Horovod has been shut down. This was caused by an exception on one of the ranks"
+
+
+def r(rank, error_at, final=True, tail="RuntimeError: boom", host="algo-1"):
+    return {"rank": rank, "host": host, "error_at": error_at, "final": final, "stderr_tail": tail}
+
+
+def test_horovod_consequences_are_not_blamed_even_when_earlier() -> None:
+    # rank 3's teardown is slow: the ranks it brought down printed and ended first
+    assert root_cause([r(0, 10.0, tail=SHUTDOWN), r(1, 10.1, tail=SHUTDOWN), r(3, 10.5, host="algo-2")])["rank"] == 3
+
+
+def test_an_early_report_stands_when_mpirun_killed_the_launcher() -> None:
+    assert root_cause([r(0, 10.0, tail=SHUTDOWN), r(3, 9.9, final=False, host="algo-2")])["rank"] == 3
+
+
+def test_final_reports_win_over_a_handled_traceback_long_before() -> None:
+    assert root_cause([r(5, 100.0, final=False), r(2, 3000.0)])["rank"] == 2
+
+
+def test_of_early_reports_only_the_latest_is_the_likeliest() -> None:
+    assert root_cause([r(5, 100.0, final=False), r(3, 3000.0, final=False)])["rank"] == 3
+
+
+def test_earliest_final_and_a_final_replaces_its_early_report() -> None:
+    reports = [r(1, 5.0, final=False), r(2, 7.0), r(1, 5.0, tail="ValueError: whole tail")]
+    chosen = root_cause(reports)
+    assert chosen["rank"] == 1 and chosen["stderr_tail"] == "ValueError: whole tail"
+
+
+def test_all_consequences_then_earliest() -> None:
+    assert root_cause([r(0, 10.0, tail=SHUTDOWN), r(1, 9.0, tail=SHUTDOWN)])["rank"] == 1
+    assert root_cause([]) is None
