@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Union
 
+from .linux import alive
+
 MANIFEST = "MANIFEST.json"
 FORMAT = "smtrain-checkpoint/1"
 _COMPLETE = re.compile(r"^ckpt-(\d{12})$")
@@ -168,7 +170,7 @@ class CheckpointManager:
             return
         for entry in self.directory.iterdir():
             match = _INCOMPLETE.match(entry.name.removesuffix("-old"))
-            if match and entry.is_dir() and not _alive(int(match.group(2))):
+            if match and entry.is_dir() and not alive(int(match.group(2))):
                 shutil.rmtree(entry, ignore_errors=True)
 
     # -- reading -----------------------------------------------------------------------------------
@@ -233,16 +235,6 @@ class CheckpointManager:
                 status.expect_partial()  # optimizer slots are restored when they are created
         self._log(f"restored step {checkpoint.step} from {checkpoint.path}")
         return checkpoint
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
 
 
 class StopSignal:
