@@ -173,15 +173,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     feeder = Feeder(config.paths.input_data_dir, sources, {n: pipe_channels[n].shuffle_seed for n in sources},
                     args.epochs).start()
     log(f"feeding {', '.join(f'{n} ({len(o)} objects)' for n, o in sources.items())}")
-    signal.signal(signal.SIGTERM, lambda signum, frame: feeder.stop.set())
+    terminated: list[int] = []  # the handler only records; the loop acts (no locks taken in a handler)
+    signal.signal(signal.SIGTERM, lambda signum, frame: terminated.append(signum))
     try:
-        while not feeder.join(0.2):
-            if feeder.stop.is_set():
-                feeder.join(5)
-                break
+        while not feeder.join(0.2) and not terminated:
+            pass
     except KeyboardInterrupt:
-        feeder.stop.set()
-        feeder.join(5)
+        pass
+    feeder.stop.set()
+    feeder.join(5)
     return 0
 
 

@@ -25,9 +25,14 @@ def become_subreaper() -> None:
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
 
 
-def set_parent_death_signal(signum: int) -> None:
-    """The calling process gets `signum` when its parent dies (used in a child before exec)."""
+def set_parent_death_signal(signum: int, parent: int) -> None:
+    """The calling process gets `signum` when its parent dies (used in a child before exec).
+
+    `parent` is the pid that forked us: had it died between the fork and this call, the kernel
+    would never send the signal, so the process sends it to itself."""
     _prctl(PR_SET_PDEATHSIG, signum)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signum)
 
 
 def _parents() -> dict[int, int]:

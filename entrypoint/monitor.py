@@ -22,12 +22,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
-from typing import Any, NamedTuple, Optional, Sequence
+from typing import Any, Callable, NamedTuple, Optional, Sequence
+
+from .supervise import SHUTDOWN_SIGNALS, SignalWaker
 
 FLUSH_S = 2.0
 ROTATE_S = 60
@@ -157,13 +157,16 @@ class Summary:
         return f"host {host} utilisation: " + ("; ".join(parts) if parts else "no samples")
 
 
-def run(out: Path, host: str, interval_s: float, stop: threading.Event, log) -> Summary:
+def run(out: Path, host: str, interval_s: float, stop_requested: Callable[[float], bool], log) -> Summary:
+    """Sample until `stop_requested(timeout)` says so (it waits up to `timeout` s for a stop)."""
     sampler = HostSampler(log)
     writer = EventWriter(out, host)
     summary = Summary()
     next_flush = time.monotonic() + FLUSH_S
     next_sample = time.monotonic() + interval_s
-    while not stop.wait(max(0.0, next_sample - time.monotonic())):
+    while not stop_requested(max(0.0, next_sample - time.monotonic())):
+        if time.monotonic() < next_sample:
+            continue  # woken early by a signal that is not a stop
         next_sample += interval_s
         samples = sampler.sample()
         writer.add(samples, time.time())
@@ -171,7 +174,9 @@ def run(out: Path, host: str, interval_s: float, stop: threading.Event, log) -> 
         if time.monotonic() >= next_flush:
             writer.flush()
             next_flush = time.monotonic() + FLUSH_S
-    writer.add(sampler.sample(), time.time())  # the very last moment, too
+    last = sampler.sample()  # the very last moment, too
+    writer.add(last, time.time())
+    summary.add(last)
     writer.flush()
     return summary
 
@@ -188,14 +193,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         sys.stderr.write(f"[monitor] {message}\n")
         sys.stderr.flush()
 
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
-    signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
+    # The handlers only wake the loop: one that set a threading.Event could deadlock on the
+    # Event's lock, held by the very wait it interrupted.
+    waker = SignalWaker()
     try:
         os.nice(10)
     except OSError:
         pass
-    summary = run(args.out, args.host, args.interval_ms / 1000.0, stop, log)
+    summary = run(args.out, args.host, args.interval_ms / 1000.0,
+                  lambda timeout: any(s in SHUTDOWN_SIGNALS for s in waker.wait(timeout)), log)
     log(summary.text(args.host))
     return 0
 

@@ -6,7 +6,6 @@ import signal
 import subprocess
 from typing import NamedTuple, Optional
 
-from . import linux
 from .codesetup import fetch_code, install_requirements
 from .console import log
 from .outcome import (
@@ -19,7 +18,7 @@ from .outcome import (
 )
 from .plan import LaunchPlan
 from .program import check_program
-from .supervise import ProcessResult, SignalWaker, spawn_helper, stop_process, supervise
+from .supervise import ProcessResult, SignalWaker, parent_death_signal, spawn_helper, stop_process, supervise
 
 
 def prepare(plan: LaunchPlan, python: str) -> None:
@@ -49,12 +48,9 @@ class Helpers(NamedTuple):
             stop_process(process, wait_s=5.0)
 
 
-def _monitor_setup() -> None:  # in the monitor, between fork and exec
-    linux.set_parent_death_signal(signal.SIGTERM)  # train killed: write the last samples, then go
-
-
 def start_helpers(plan: LaunchPlan) -> Helpers:
-    monitor = spawn_helper(plan.monitor, preexec_fn=_monitor_setup) if plan.monitor else None
+    # should train be killed, the monitor gets SIGTERM: it writes the last samples, then goes
+    monitor = spawn_helper(plan.monitor, preexec_fn=parent_death_signal(signal.SIGTERM)) if plan.monitor else None
     demux = []
     for argv in plan.demux:
         log(f"starting the demultiplexer: {shlex.join(argv)}")

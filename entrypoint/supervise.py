@@ -171,8 +171,11 @@ def stop_process(proc: subprocess.Popen, wait_s: float = 2.0) -> None:
             proc.wait(timeout=5)
 
 
-def _die_with_parent() -> None:  # runs in the child between fork and exec
-    linux.set_parent_death_signal(signal.SIGKILL)
+def parent_death_signal(signum: int) -> Callable[[], None]:
+    """A `preexec_fn` (it runs in the child between fork and exec): the child gets `signum` when
+    this process dies, however it dies."""
+    parent = os.getpid()
+    return lambda: linux.set_parent_death_signal(signum, parent)
 
 
 def supervise(
@@ -205,7 +208,7 @@ def supervise(
     read_fd, write_fd = os.pipe()
     try:
         proc = subprocess.Popen(
-            list(argv), env=dict(env), cwd=cwd, stderr=write_fd, start_new_session=True, preexec_fn=_die_with_parent
+            list(argv), env=dict(env), cwd=cwd, stderr=write_fd, start_new_session=True, preexec_fn=parent_death_signal(signal.SIGKILL)
         )
     finally:
         os.close(write_fd)

@@ -105,6 +105,45 @@ def test_last_samples_are_on_disk_and_no_monitor_outlives_train(tmp_path: Path, 
     assert newest >= stopped - 0.5, f"the last samples were lost: newest {stopped - newest:.2f} s before the stop"
 
 
+def _wait_for_handler(pid: int, signum: int) -> None:
+    """Until the process catches `signum` (/proc/PID/status SigCgt), at most 10 s."""
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        caught = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("SigCgt:"))
+        if int(caught.split()[1], 16) & (1 << (signum - 1)):
+            return
+        time.sleep(0.01)
+    pytest.fail(f"process {pid} did not install a handler for signal {signum} within 10 s")
+
+
+def test_monitor_stops_on_sigterm_bursts(tmp_path: Path) -> None:
+    """Bursts of SIGTERM at random moments: the monitor must always stop. (When train dies, the
+    kernel sends the parent-death signal once per thread of train's that ends, so several SIGTERMs
+    arrive at once; a handler that took a lock, as threading.Event.set() does, deadlocked on it.)"""
+    import random
+    import sys
+
+    rng = random.Random(7)
+    for round_ in range(20):
+        out = tmp_path / f"round{round_}"
+        monitor = subprocess.Popen([sys.executable, "-m", "entrypoint.monitor", "--out", str(out), "--host", "algo-1",
+                                    "--interval-ms", "100"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        _wait_for_handler(monitor.pid, signal.SIGTERM)
+        time.sleep(rng.random() * 0.3)
+        for _ in range(20):
+            if monitor.poll() is None:
+                monitor.send_signal(signal.SIGTERM)
+            time.sleep(rng.random() * 0.0005)
+        try:
+            _, stderr = monitor.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            monitor.kill()
+            pytest.fail(f"round {round_}: the monitor did not stop within 10 s of SIGTERM")
+        # -SIGTERM: a signal of the burst came as Python shut down, after the handlers were reset
+        assert monitor.returncode in (0, -signal.SIGTERM), stderr.decode()
+        assert b"host algo-1 utilisation: cpu p50" in stderr, stderr.decode()
+
+
 def test_report_renders_with_plots(tmp_path: Path) -> None:
     import matplotlib.image
 

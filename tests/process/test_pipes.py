@@ -3,6 +3,7 @@ through the real `train` (single-host MPI), and the rules that assign FIFOs to r
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -289,3 +290,24 @@ def test_dataset_reports_corruption_with_channel_and_epoch(tmp_path: Path) -> No
         for name in _env(data, "train"):
             os.environ.pop(name)
     assert not list(Path("/dev/shm").glob("smtrain-pipe-train-*"))  # the spool folder is gone
+
+
+def test_feeder_command_feeds_until_sigterm_then_exits_cleanly(tmp_path: Path) -> None:
+    """`python -m entrypoint.feeder` (SageMaker's side, for local runs) without --epochs feeds until
+    SIGTERM, then ends with status 0 and leaves no FIFO behind."""
+    tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "Pipe"}})
+    records = _write_objects(tmp_path / "src", ["a", "b"], per_object=50)
+    feeder = subprocess.Popen([sys.executable, "-m", "entrypoint.feeder", "--base", str(tree.base),
+                               "--source", f"train={tmp_path / 'src'}"], stderr=subprocess.PIPE)
+    data = tree.base / "input" / "data"
+    try:
+        for epoch in range(3):  # an endless feeder: read three epochs, each complete
+            got = list(pipes.records("train", epoch, environ=_env(data, "train"), timeout=30))
+            assert sorted(got) == sorted(records)
+        feeder.send_signal(signal.SIGTERM)
+        _, stderr = feeder.communicate(timeout=20)
+    finally:
+        if feeder.poll() is None:
+            feeder.kill()
+    assert feeder.returncode == 0, stderr.decode()
+    assert not list(data.glob("train_*")), "a FIFO was left behind"

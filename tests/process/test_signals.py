@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -103,6 +104,7 @@ def test_leftover_processes_are_ended_after_a_successful_program(tmp_path: Path)
     out = tmp_path / "pids"
     tree.write_program("train.py", f"""
 import subprocess
+import sys
 a = subprocess.Popen(['sleep', '1000'])
 b = subprocess.Popen(['sh', '-c', 'trap "" TERM; exec sleep 1001'], start_new_session=True)
 open({str(out)!r}, 'w').write(f'{{a.pid}} {{b.pid}}')
@@ -113,3 +115,17 @@ open({str(out)!r}, 'w').write(f'{{a.pid}} {{b.pid}}')
     assert time.monotonic() - started < 20
     assert not any(alive(p) for p in _pids(out))
     assert b"process(es) left running" in done.stderr
+
+
+@pytest.mark.parametrize("parent_alive", [True, False])
+def test_parent_death_signal_comes_even_if_the_parent_died_before_it_was_set(parent_alive: bool) -> None:
+    """The kernel sends the parent-death signal only for a death after prctl(); a child whose parent
+    is already gone (here: a pid that is not its parent) must signal itself."""
+    code = ("import os, signal, sys\nfrom entrypoint import linux\n"
+            "linux.set_parent_death_signal(signal.SIGTERM, int(sys.argv[1]))\nprint('still here')\n")
+    parent = os.getpid() if parent_alive else 1
+    done = subprocess.run([sys.executable, "-c", code, str(parent)], capture_output=True, timeout=60)
+    if parent_alive:
+        assert (done.returncode, done.stdout) == (0, b"still here\n"), done.stderr.decode()
+    else:
+        assert done.returncode == -signal.SIGTERM and done.stdout == b""
