@@ -1,42 +1,84 @@
-# TensorFlow + Horovod training image for Amazon SageMaker; entry point `train`.
-#   CPU flavour (builds anywhere):  docker build --build-arg BASE_IMAGE=<debian:bookworm or a local base> -t smtrain:cpu .
-# The GPU flavour (CUDA/cuDNN/NCCL/EFA base) is not written yet.
+# TensorFlow + Horovod training image for Amazon SageMaker; entry point `train`. Two flavours:
+#   CPU (builds anywhere):  docker build --build-arg BASE_IMAGE=<debian:bookworm-slim or a local base> --target cpu -t smtrain:cpu .
+#   GPU (CUDA 12.5.1 + cuDNN 9.3, TensorFlow 2.18's own, NCCL, EFA):  docker build --target gpu -t smtrain:gpu .
+# The Python stack is built the same way in both, by scripts/build-stack.sh; only the final stages
+# are shipped, with no compiler, no pip cache and no apt lists.
 ARG BASE_IMAGE=debian:bookworm-slim
+ARG CUDA_DEVEL_IMAGE=nvidia/cuda:12.5.1-cudnn-devel-ubuntu22.04
+ARG CUDA_RUNTIME_IMAGE=nvidia/cuda:12.5.1-cudnn-runtime-ubuntu22.04
+ARG EFA_INSTALLER_VERSION=1.43.2
 
+# ---------------------------------------------------------------- CPU flavour
 FROM ${BASE_IMAGE} AS build
-ENV DEBIAN_FRONTEND=noninteractive
+ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv python3-dev g++ make cmake \
       openmpi-bin libopenmpi-dev ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY requirements/ /src/requirements/
-RUN python3 -m venv /opt/smtrain/venv \
- && /opt/smtrain/venv/bin/pip install --no-cache-dir -q pip==24.3.1 setuptools==75.6.0 wheel==0.45.1 \
- && /opt/smtrain/venv/bin/pip install --no-cache-dir -q -r /src/requirements/stack.txt \
- && /opt/smtrain/venv/bin/pip install --no-cache-dir -q --no-deps tf-keras==2.18.0 \
- && HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_PYTORCH=1 \
-    HOROVOD_WITHOUT_MXNET=1 MAKEFLAGS="-j$(nproc)" \
-    /opt/smtrain/venv/bin/pip install --no-cache-dir -q --no-build-isolation horovod==0.28.1
+COPY scripts/build-stack.sh /src/scripts/
+RUN /src/scripts/build-stack.sh /usr/bin/python3 /opt/smtrain/venv /src/requirements/stack.txt
 COPY pyproject.toml /src/
 COPY entrypoint/ /src/entrypoint/
-RUN /opt/smtrain/venv/bin/pip install --no-cache-dir -q --no-deps --no-build-isolation /src \
+RUN /opt/smtrain/venv/bin/pip install -q --no-deps --no-build-isolation /src \
  && find /opt/smtrain/venv -name __pycache__ -prune -exec rm -rf {} +
 
 FROM ${BASE_IMAGE} AS cpu
 ENV DEBIAN_FRONTEND=noninteractive
+COPY docker/make-ssh-keys.sh /usr/local/sbin/
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 openmpi-bin openssh-server openssh-client \
       procps iproute2 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
- && mkdir -p /run/sshd /root/.ssh && chmod 700 /root/.ssh \
- && rm -f /etc/ssh/ssh_host_* && ssh-keygen -q -t ed25519 -N "" -f /etc/ssh/ssh_host_ed25519_key \
- && ssh-keygen -q -t ed25519 -N "" -f /root/.ssh/id_ed25519 \
- && cp /root/.ssh/id_ed25519.pub /root/.ssh/authorized_keys
+ && make-ssh-keys.sh
 COPY docker/sshd_config /etc/ssh/sshd_config
 COPY docker/ssh_config /etc/ssh/ssh_config.d/smtrain.conf
 COPY docker/openmpi-mca-params.conf /etc/openmpi/openmpi-mca-params.conf
 COPY --from=build /opt/smtrain/venv /opt/smtrain/venv
 ENV PATH=/opt/smtrain/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    TF_USE_LEGACY_KERAS=1 \
+    TF_CPP_MIN_LOG_LEVEL=1
+WORKDIR /opt/ml/code
+CMD ["train"]
+
+# ---------------------------------------------------------------- GPU flavour
+# Horovod is compiled against the MPI that runs the job: Amazon's Open MPI from the EFA installer.
+FROM ${CUDA_DEVEL_IMAGE} AS gpu-build
+ARG EFA_INSTALLER_VERSION
+ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1
+COPY docker/install-efa.sh /usr/local/sbin/
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-venv python3-dev g++ make cmake \
+ && install-efa.sh "${EFA_INSTALLER_VERSION}"
+COPY requirements/ /src/requirements/
+COPY scripts/build-stack.sh /src/scripts/
+# NCCL operations for allreduce/allgather/broadcast; kernels for V100, T4, A100, A10G, L4 and H100.
+RUN PATH=/opt/amazon/openmpi/bin:$PATH HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED \
+    HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_BUILD_CUDA_CC_LIST=70,75,80,86,89,90 \
+    /src/scripts/build-stack.sh /usr/bin/python3 /opt/smtrain/venv /src/requirements/stack-gpu.txt \
+ && /opt/smtrain/venv/bin/python -c "import horovod.tensorflow as h; assert h.nccl_built(), 'no NCCL ops'"
+COPY pyproject.toml /src/
+COPY entrypoint/ /src/entrypoint/
+RUN /opt/smtrain/venv/bin/pip install -q --no-deps --no-build-isolation /src \
+ && find /opt/smtrain/venv -name __pycache__ -prune -exec rm -rf {} +
+
+FROM ${CUDA_RUNTIME_IMAGE} AS gpu
+ARG EFA_INSTALLER_VERSION
+ENV DEBIAN_FRONTEND=noninteractive
+COPY docker/install-efa.sh docker/make-ssh-keys.sh /usr/local/sbin/
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 openssh-server openssh-client procps iproute2 \
+ && install-efa.sh "${EFA_INSTALLER_VERSION}" \
+ && rm -rf /var/lib/apt/lists/* \
+ && make-ssh-keys.sh
+COPY docker/sshd_config /etc/ssh/sshd_config
+COPY docker/ssh_config /etc/ssh/ssh_config.d/smtrain.conf
+COPY docker/openmpi-mca-params.conf /opt/amazon/openmpi/etc/openmpi-mca-params.conf
+COPY docker/nccl.conf /etc/nccl.conf
+COPY --from=gpu-build /opt/smtrain/venv /opt/smtrain/venv
+ENV PATH=/opt/smtrain/venv/bin:/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:$PATH \
+    LD_LIBRARY_PATH=/opt/amazon/openmpi/lib:/opt/amazon/efa/lib:/opt/amazon/aws-ofi-nccl/lib:$LD_LIBRARY_PATH \
     PYTHONUNBUFFERED=1 \
     TF_USE_LEGACY_KERAS=1 \
     TF_CPP_MIN_LOG_LEVEL=1

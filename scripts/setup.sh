@@ -34,23 +34,12 @@ install_apt_packages() {
 fingerprint() { sha256sum | cut -c1-16; }
 
 # What forces a full rebuild (Horovod compiles against this TensorFlow): the TF pin and the recipe.
-core_fingerprint() { { grep -E '^tensorflow' "$here/requirements/stack.txt"; sed -n '/^build_core()/,/^}/p' "$0"; } | fingerprint; }
+core_fingerprint() { { grep -E '^tensorflow' "$here/requirements/stack.txt"; cat "$here/scripts/build-stack.sh"; } | fingerprint; }
 # What an incremental `pip install` brings up to date.
 packages_fingerprint() { cat "$here"/requirements/*.txt | fingerprint; }
 
 build_core() {
-  local py="$venv/bin/python"
-  rm -rf "$venv"
-  /usr/bin/python3 -m venv "$venv"
-  "$py" -m pip install -q --upgrade pip==24.3.1 setuptools==75.6.0 wheel==0.45.1
-  "$py" -m pip install -q -r "$here/requirements/stack.txt" -r "$here/requirements/dev.txt"
-  # tf-keras without its dependencies: it would otherwise pull a second TensorFlow (the GPU wheel).
-  "$py" -m pip install -q --no-deps tf-keras==2.18.0
-  # Horovod against the installed TensorFlow, with MPI and Gloo; no build isolation so it sees TF.
-  HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
-  HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
-  MAKEFLAGS="-j$(nproc)" \
-    "$py" -m pip install -q --no-build-isolation --no-cache-dir horovod==0.28.1
+  "$here/scripts/build-stack.sh" /usr/bin/python3 "$venv" "$here/requirements/stack.txt" "$here/requirements/dev.txt"
 }
 
 main() {

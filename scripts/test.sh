@@ -6,7 +6,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 venv=${SMTRAIN_VENV:-/opt/smtrain/venv}
 "$here/scripts/setup.sh" || exit $?
-cd "$here"
+cd "$here" || exit
 "$venv/bin/python" -m pytest -p no:cacheprovider -ra "$@"
 rc=$?
 if [ $rc -eq 5 ]; then

@@ -1,13 +1,17 @@
-"""The CPU image with a real Docker engine: Horovod's build, `docker run` of a job with a mounted
-/opt/ml, `docker stop`, and two containers as SageMaker hosts running Horovod with Pipe mode and
-checkpoints (the demo job)."""
+"""The image with a real Docker engine (the CPU flavour here; $SMTRAIN_IMAGE picks another, as
+buildspec.yml does for both): Horovod's build, a final stage without build tools or caches, `docker
+run` of a job with a mounted /opt/ml, `docker stop`, and two containers as SageMaker hosts running
+Horovod with Pipe mode and checkpoints (the demo job); the GPU flavour's CUDA, NCCL and EFA parts."""
 from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import time
 from pathlib import Path
+
+import pytest
 
 from scripts.docker_cluster import REPO, ContainerCluster, docker
 
@@ -28,6 +32,40 @@ def test_horovod_is_built_with_tensorflow_mpi_and_gloo(image: str) -> None:
     out = docker("run", "--rm", image, "horovodrun", "--check-build", timeout=300).stdout
     for line in ("[X] TensorFlow", "[X] MPI", "[X] Gloo"):
         assert line in out, out
+
+
+def _shell(image: str, script: str) -> str:
+    return docker("run", "--rm", "--entrypoint", "sh", image, "-c", script, timeout=300).stdout
+
+
+def _image_env(image: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in _shell(image, "env").splitlines() if "=" in line)
+
+
+def test_final_stage_has_no_build_tools_or_caches(image: str) -> None:
+    found = _shell(image, "for t in gcc g++ cc c++ make cmake nvcc; do command -v $t; done; "
+                          "ls -d /root/.cache/pip /src /var/lib/apt/lists/*_Packages* 2>/dev/null; true")
+    assert found.strip() == "", f"left in the image: {found.split()}"
+    assert _shell(image, "command -v train").strip() == "/opt/smtrain/venv/bin/train"
+    env = _image_env(image)
+    assert env.get("PYTHONUNBUFFERED") == "1" and env.get("TF_USE_LEGACY_KERAS") == "1"
+
+
+def test_gpu_flavour_has_cuda_nccl_ops_efa_and_the_ofi_plugin(image: str) -> None:
+    if _shell(image, "test -d /opt/amazon/openmpi && echo gpu || echo cpu").strip() != "gpu":
+        pytest.skip("this is the CPU flavour; the GPU flavour is built and tested by buildspec.yml (CodeBuild)")
+    assert "[X] NCCL" in docker("run", "--rm", image, "horovodrun", "--check-build", timeout=300).stdout
+    assert _shell(image, "command -v mpirun").strip() == "/opt/amazon/openmpi/bin/mpirun"
+    assert _shell(image, "ls /opt/amazon/aws-ofi-nccl/lib*/libnccl-net*.so").strip()
+    # TensorFlow's wheel names the CUDA and cuDNN it was built with; NVIDIA's base image says what it has.
+    code = "import tensorflow as tf; i = tf.sysconfig.get_build_info(); print(i['cuda_version'], i['cudnn_version'])"
+    built_cuda, built_cudnn = _shell(image, f"python -c {shlex.quote(code)}").split()
+    env = _image_env(image)
+    has_cuda, has_cudnn = env["CUDA_VERSION"], env["NV_CUDNN_VERSION"]
+    assert has_cuda.split(".")[:2] == built_cuda.split(".")[:2], (has_cuda, built_cuda)
+    cudnn_major_minor = [int(x) for x in has_cudnn.split(".")[:2]]
+    needed = [int(x) for x in built_cudnn.split(".")[:2]] + [0]
+    assert cudnn_major_minor[0] == needed[0] and cudnn_major_minor[1] >= needed[1], (has_cudnn, built_cudnn)
 
 
 def test_docker_run_passes_the_status_through_and_writes_the_failure_file(image: str, tmp_path: Path) -> None:

@@ -1,6 +1,9 @@
-"""buildspec.yml's structure: ECR login from the project's variables, the image tagged with version
-and commit, the image tests run against that very image, both tags pushed only after success."""
+"""buildspec.yml's structure: ECR login from the project's variables, both flavours (every Dockerfile
+target that ships) tagged with version and commit, the image tests run against each very image, every
+tag pushed only after success."""
 from pathlib import Path
+
+import re
 
 import yaml
 
@@ -23,11 +26,23 @@ def test_ecr_login_uses_the_projects_registry_and_names_none() -> None:
     assert ".amazonaws.com" not in text and "docker.io" not in text
 
 
-def test_image_is_tagged_with_version_and_commit_tested_then_pushed() -> None:
+def _shipped_flavours() -> set[str]:
+    """The Dockerfile's final stages: those no other stage copies from."""
+    dockerfile = (Path(__file__).resolve().parent.parent.parent / "Dockerfile").read_text()
+    stages = set(re.findall(r"^FROM \S+ AS (\S+)$", dockerfile, re.M))
+    return stages - set(re.findall(r"--from=(\S+)", dockerfile))
+
+
+def test_every_flavour_is_tagged_with_version_and_commit_tested_then_pushed() -> None:
+    flavours = _shipped_flavours()
+    assert flavours == {"cpu", "gpu"}
     build = " ".join(_commands("build"))
-    assert '-t "$IMAGE:$VERSION-cpu"' in build and '-t "$IMAGE:$VERSION-cpu-$COMMIT"' in build
-    assert 'SMTRAIN_IMAGE="$IMAGE:$VERSION-cpu-$COMMIT"' in build and "tests/image" in build
     post = _commands("post_build")
     assert post[0] == 'test "$CODEBUILD_BUILD_SUCCEEDING" = 1'  # nothing is pushed after a failure
-    assert {c for c in post if c.startswith("docker push")} == {'docker push "$IMAGE:$VERSION-cpu-$COMMIT"',
-                                                              'docker push "$IMAGE:$VERSION-cpu"'}
+    pushes = {c for c in post if c.startswith("docker push")}
+    for flavour in flavours:
+        assert f"--target {flavour} " in build
+        assert f'-t "$IMAGE:$VERSION-{flavour}"' in build and f'-t "$IMAGE:$VERSION-{flavour}-$COMMIT"' in build
+        assert f'SMTRAIN_IMAGE="$IMAGE:$VERSION-{flavour}-$COMMIT" python3 -m pytest' in build
+        assert {f'docker push "$IMAGE:$VERSION-{flavour}-$COMMIT"', f'docker push "$IMAGE:$VERSION-{flavour}"'} <= pushes
+    assert len(pushes) == 2 * len(flavours)
