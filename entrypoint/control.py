@@ -72,6 +72,14 @@ def _error_time(report: Mapping[str, Any]) -> float:
     return float(report.get("error_at") or float("inf"))
 
 
+def is_consequence(report: Mapping[str, Any]) -> bool:
+    """A rank that failed because another did: Horovod says so on its stderr, or the rank showed no
+    error of its own and ended after its launcher was told to shut down (mpirun's abort)."""
+    if HOROVOD_CONSEQUENCE in str(report.get("stderr_tail", "")):
+        return True
+    return bool(report.get("final") and report.get("shutdown_signal") and report.get("traceback_seen") is False)
+
+
 def root_cause(reports: list[Mapping[str, Any]]) -> Optional["RankReport"]:
     """The failed rank to blame, by the rules in ControlServer.first_report (pure)."""
     by_rank: dict[tuple[Any, Any], RankReport] = {}
@@ -82,7 +90,7 @@ def root_cause(reports: list[Mapping[str, Any]]) -> Optional["RankReport"]:
     ranked = list(by_rank.values())
     if not ranked:
         return None
-    causes = [r for r in ranked if HOROVOD_CONSEQUENCE not in str(r.get("stderr_tail", ""))]
+    causes = [r for r in ranked if not is_consequence(r)]
     finals = [r for r in causes if r.get("final")]
     if finals:
         return min(finals, key=_error_time)
@@ -124,9 +132,9 @@ class ControlServer:
 
     def first_report(self, quiet_s: float = 0.3, max_wait_s: float = 2.0) -> Optional[RankReport]:
         """The root cause among the failed ranks' reports. Waits until no report came for `quiet_s`
-        (at most `max_wait_s`): mpirun may end while reports are in flight. Then, leaving out
-        Horovod's own consequences ("Horovod has been shut down", which it prints on the ranks that
-        fail because another did):
+        (at most `max_wait_s`): mpirun may end while reports are in flight. Then, leaving out the
+        consequences (`is_consequence`: Horovod says it was shut down by another rank's exception,
+        or the rank showed no error of its own before mpirun's abort ended it):
         - final reports (the rank ended non-zero), earliest traceback first (each rank's wall clock);
         - else early reports (a traceback appeared, then the launcher was killed by mpirun's abort),
           the latest first: an earlier one may be a traceback the program handled and went on from;

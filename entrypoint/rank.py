@@ -15,13 +15,14 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from . import console, control
 from .pipeplan import from_json, pipe_env
 from .supervise import ProcessResult, SignalWaker, supervise
 
 REPORT_TAIL_BYTES = 2048
+MAX_TRACEBACK_BYTES = 65536  # an early report goes once this much traceback came without its exception line
 
 
 def local_host(environ: Mapping[str, str]) -> Optional[str]:
@@ -70,22 +71,57 @@ def send_report(environ: Mapping[str, str], env: Mapping[str, str], fields: Mapp
         sock.close()
 
 
-class FailureWatch:
-    """Notes when the program's first Python traceback appears on stderr, and tells the master at
-    once (an "early" report): when a rank fails, the others soon fail too and mpirun's abort may kill
-    this rank's launcher before its program has finished tearing down. The moment a traceback appears
-    is also the best clock for which rank failed first."""
+def exception_line_seen(traceback: bytes) -> bool:
+    """Whether a traceback (from its header on) has reached its exception line: the first whole line
+    after the frames that is not indented, e.g. `RuntimeError: boom`."""
+    lines = traceback.split(b"\n")[1:-1]  # the header, then whole lines only
+    return any(line and not line[:1].isspace() for line in lines)
 
-    def __init__(self, environ: Mapping[str, str], env: Mapping[str, str], program: str) -> None:
+
+class FailureWatch:
+    """Notes when the program's first Python traceback appears on stderr, and tells the master soon
+    (an "early" report): when a rank fails, the others soon fail too and mpirun's abort may kill this
+    rank's launcher before its program has finished tearing down. The report waits for the
+    exception line (at most `wait_s`), which says whether this rank failed because another did
+    (Horovod's "has been shut down"). The moment a traceback appears is also the best clock for
+    which rank failed first."""
+
+    def __init__(self, environ: Mapping[str, str], env: Mapping[str, str], program: str, wait_s: float = 0.5,
+                 send: Callable[[Mapping[str, str], Mapping[str, str], Mapping[str, object]], None] = send_report) -> None:
         self.first_error_at: Optional[float] = None
-        self._environ, self._env, self._program = environ, env, program
+        self._environ, self._env, self._program, self._wait_s, self._send = environ, env, program, wait_s, send
+        self._traceback = bytearray()
+        self._lock = threading.Lock()
+        self._sent = False
+        self._timer: Optional[threading.Timer] = None
 
     def __call__(self, data: bytes) -> None:
-        if self.first_error_at is None and TRACEBACK in data:
-            self.first_error_at = time.time()
-            fields = {"final": False, "program": self._program, "error_at": self.first_error_at,
-                      "stderr_tail": data[data.index(TRACEBACK):][-REPORT_TAIL_BYTES:].decode("utf-8", "replace")}
-            threading.Thread(target=send_report, args=(self._environ, self._env, fields), daemon=True).start()
+        with self._lock:
+            if self._sent:
+                return
+            if self.first_error_at is None:
+                if TRACEBACK not in data:
+                    return
+                self.first_error_at = time.time()
+                data = data[data.index(TRACEBACK):]
+                self._timer = threading.Timer(self._wait_s, self._report)
+                self._timer.daemon = True
+                self._timer.start()
+            self._traceback += data
+            complete = len(self._traceback) > MAX_TRACEBACK_BYTES or exception_line_seen(bytes(self._traceback))
+        if complete:
+            self._report()
+
+    def _report(self) -> None:
+        with self._lock:
+            if self._sent:
+                return
+            self._sent = True
+            if self._timer is not None:
+                self._timer.cancel()
+            tail = bytes(self._traceback)[-REPORT_TAIL_BYTES:].decode("utf-8", "replace")
+        fields = {"final": False, "program": self._program, "error_at": self.first_error_at, "stderr_tail": tail}
+        threading.Thread(target=self._send, args=(self._environ, self._env, fields), daemon=True).start()
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -106,6 +142,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if result.exit_code != 0:
         send_report(os.environ, env, {
             "final": True, "program": program, "error_at": watch.first_error_at or ended_at,
+            "traceback_seen": watch.first_error_at is not None,
             "exit_code": result.exit_code, "term_signal": result.term_signal,
             "shutdown_signal": result.shutdown_signal, "killed_after_grace": result.killed_after_grace,
             "stderr_tail": result.stderr_tail[-REPORT_TAIL_BYTES:].decode("utf-8", "replace"),

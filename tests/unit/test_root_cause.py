@@ -17,6 +17,19 @@ def test_an_early_report_stands_when_mpirun_killed_the_launcher() -> None:
     assert root_cause([r(0, 10.0, tail=SHUTDOWN), r(3, 9.9, final=False, host="algo-2")])["rank"] == 3
 
 
+def test_a_rank_that_mpiruns_abort_ended_without_an_error_of_its_own_is_not_blamed() -> None:
+    # rank 3's launcher was killed before its final report; rank 0 printed no traceback, its launcher got
+    # SIGTERM from mpirun's abort and its program ended 143
+    aborted = {**r(0, 10.5, tail="some log line"), "shutdown_signal": 15, "traceback_seen": False, "exit_code": 143}
+    assert root_cause([aborted, r(3, 10.0, final=False, host="algo-2")])["rank"] == 3
+    # ... but a rank that failed on its own and then got the abort is still a cause
+    own_error = {**aborted, "traceback_seen": True, "rank": 1}
+    assert root_cause([own_error, r(3, 10.0, final=False, host="algo-2")])["rank"] == 1
+    # ... and so is a rank that died without a traceback while nobody asked it to stop (a segfault)
+    crashed = {**r(2, 10.5, tail=""), "term_signal": 11, "traceback_seen": False}
+    assert root_cause([crashed, r(3, 10.0, final=False, host="algo-2")])["rank"] == 2
+
+
 def test_final_reports_win_over_a_handled_traceback_long_before() -> None:
     assert root_cause([r(5, 100.0, final=False), r(2, 3000.0)])["rank"] == 2
 

@@ -1,0 +1,59 @@
+"""The rank launcher's early failure report (entrypoint.rank.FailureWatch): sent once, as soon as the
+traceback's exception line has arrived (it tells a Horovod consequence from a cause), or after a wait."""
+from __future__ import annotations
+
+import threading
+import time
+
+from entrypoint.rank import FailureWatch, exception_line_seen
+
+HEADER = b"Traceback (most recent call last):\n"
+FRAME = b'  File "/opt/ml/code/train.py", line 52, in <module>\n    loss = step(x)\n'
+SHUTDOWN = b"tensorflow.python.framework.errors_impl.UnknownError: Horovod has been shut down. This was caused by ...\n"
+
+
+def test_exception_line_is_the_first_unindented_whole_line_after_the_header() -> None:
+    assert not exception_line_seen(HEADER)
+    assert not exception_line_seen(HEADER + FRAME)
+    assert not exception_line_seen(HEADER + FRAME + b"RuntimeError: bo")  # not a whole line yet
+    assert exception_line_seen(HEADER + FRAME + b"RuntimeError: boom\n")
+
+
+class Sent:
+    def __init__(self) -> None:
+        self.reports: list[dict] = []
+        self.arrived = threading.Event()
+
+    def __call__(self, environ, env, fields) -> None:
+        self.reports.append(dict(fields))
+        self.arrived.set()
+
+
+def test_the_report_waits_for_the_exception_line_across_chunks_and_goes_once() -> None:
+    sent = Sent()
+    watch = FailureWatch({}, {}, "train.py", wait_s=30, send=sent)
+    watch(b"step 1\n")
+    assert watch.first_error_at is None
+    watch(b"epoch done\n" + HEADER)
+    watch(FRAME)
+    time.sleep(0.2)
+    assert sent.reports == [] and watch.first_error_at is not None
+    watch(SHUTDOWN + b"more output\n")
+    assert sent.arrived.wait(5)
+    watch(HEADER + FRAME + b"ValueError: later\n")
+    time.sleep(0.2)
+    assert len(sent.reports) == 1
+    report = sent.reports[0]
+    assert report["final"] is False and report["error_at"] == watch.first_error_at
+    assert report["stderr_tail"].startswith(HEADER.decode()) and "Horovod has been shut down" in report["stderr_tail"]
+    assert "epoch done" not in report["stderr_tail"]
+
+
+def test_without_an_exception_line_the_report_goes_after_the_wait() -> None:
+    sent = Sent()
+    watch = FailureWatch({}, {}, "train.py", wait_s=0.3, send=sent)
+    started = time.monotonic()
+    watch(HEADER + FRAME)
+    assert sent.arrived.wait(5)
+    assert time.monotonic() - started >= 0.25
+    assert sent.reports[0]["stderr_tail"] == (HEADER + FRAME).decode()
