@@ -208,7 +208,8 @@ def supervise(
     read_fd, write_fd = os.pipe()
     try:
         proc = subprocess.Popen(
-            list(argv), env=dict(env), cwd=cwd, stderr=write_fd, start_new_session=True, preexec_fn=parent_death_signal(signal.SIGKILL)
+            list(argv), env=dict(env), cwd=cwd, stderr=write_fd, start_new_session=True,
+            preexec_fn=parent_death_signal(signal.SIGKILL),
         )
     finally:
         os.close(write_fd)

@@ -5,7 +5,8 @@
 #   scripts/build-stack.sh PYTHON VENV REQUIREMENTS_FILE...
 #
 # HOROVOD_GPU_OPERATIONS=NCCL in the environment adds Horovod's NCCL operations (the GPU flavour);
-# mpicc must be on PATH (Horovod links against the MPI it finds).
+# mpicc must be on PATH (Horovod links against the MPI it finds). The build is checked: MPI and
+# Gloo always, NCCL operations when asked for.
 set -euo pipefail
 
 [ $# -ge 3 ] || { echo "usage: $0 PYTHON VENV REQUIREMENTS_FILE..." >&2; exit 2; }
@@ -27,6 +28,11 @@ HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
 MAKEFLAGS="-j$(nproc)" \
   "$py" -m pip install -q --no-build-isolation --no-cache-dir horovod==0.28.1
 "$py" - <<'PY'
+import os
+
 import horovod.tensorflow as hvd
+
 assert hvd.mpi_built() and hvd.gloo_built(), "Horovod was built without MPI or Gloo"
+if os.environ.get("HOROVOD_GPU_OPERATIONS") == "NCCL":
+    assert hvd.nccl_built(), "Horovod was built without NCCL operations"
 PY

@@ -62,11 +62,12 @@ def test_gpu_base_images_carry_the_cuda_tensorflow_was_built_with() -> None:
     devel, runtime = _cuda_tag(_arg("CUDA_DEVEL_IMAGE")), _cuda_tag(_arg("CUDA_RUNTIME_IMAGE"))
     assert (devel[1], runtime[1]) == ("devel", "runtime")
     assert (devel[0], devel[2]) == (runtime[0], runtime[2]), "the build and final stages must share CUDA and OS"
-    cuda_runtime = _tensorflow_cuda_pins()["nvidia-cuda-runtime-cu12"]  # 12.5.82 is CUDA 12.5.1's runtime
+    pins = _tensorflow_cuda_pins()
+    cuda_runtime = pins["nvidia-cuda-runtime-cu12"]  # 12.5.82 is CUDA 12.5.1's runtime
     assert devel[0].split(".")[:2] == cuda_runtime.split(".")[:2], (devel[0], cuda_runtime)
     # The tag names no cuDNN version: NVIDIA's 12.5.1 cudnn images carry 9.3.0.75 (their NV_CUDNN_VERSION),
     # which tests/image checks against TensorFlow's build info inside the built GPU image.
-    assert _tensorflow_cuda_pins()["nvidia-cudnn-cu12"].startswith("9.")
+    assert pins["nvidia-cudnn-cu12"].startswith("9.")
 
 
 def test_gpu_stack_pins_the_same_tensorflow_as_the_cpu_stack() -> None:
