@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from scripts.docker_cluster import REPO, ContainerCluster, ensure_docker, ensure_image  # noqa: E402
+from tests.harness.docker_cluster import REPO, ContainerCluster, ensure_docker, ensure_image  # noqa: E402
 
 EXAMPLE = REPO / "examples" / "pipe_horovod"
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-CHECKOUT = Path(__file__).resolve().parent.parent / "entrypoint"
+CHECKOUT = Path(__file__).resolve().parent.parent / "entrypoint" / "smtrain"
 
 
 def _digest(folder: Path) -> str:
@@ -18,8 +18,8 @@ def _digest(folder: Path) -> str:
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    installed = Path(sysconfig.get_paths()["purelib"]) / "entrypoint"
+    installed = Path(sysconfig.get_paths()["purelib"]) / "smtrain"
     if not installed.is_dir():
         pytest.exit(f"the project is not installed in {installed.parent}: run scripts/setup.sh", 3)
     if _digest(installed) != _digest(CHECKOUT):
-        pytest.exit(f"the installed entrypoint ({installed}) differs from this checkout: run scripts/setup.sh", 3)
+        pytest.exit(f"the installed smtrain ({installed}) differs from this checkout: run scripts/setup.sh", 3)

@@ -103,3 +103,19 @@ def require_root() -> None:
 
 def which(name: str) -> Optional[str]:
     return shutil.which(name)
+
+
+def processes_mentioning(text: str) -> list[int]:
+    """Live processes whose command line contains `text` (e.g. a test's own tmp folder)."""
+    from smtrain.common.linux import alive
+
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if text.encode() in cmdline and alive(int(entry.name)):
+                found.append(int(entry.name))
+    return found

@@ -12,7 +12,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
-from entrypoint.metrics import keras_metrics_callback, log_metrics  # noqa: E402
+from smtrain.callbacks import MetricsCallback  # noqa: E402
+from smtrain.metrics import log_metrics  # noqa: E402
 
 
 def main() -> None:
@@ -25,7 +26,7 @@ def main() -> None:
     y = (x @ rng.normal(size=(16, 1))).astype("float32")
     model = keras.Sequential([keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)])
     model.compile(optimizer="adam", loss="mse")
-    model.fit(x, y, epochs=args.epochs, batch_size=args.batch_size, verbose=0, callbacks=[keras_metrics_callback()])
+    model.fit(x, y, epochs=args.epochs, batch_size=args.batch_size, verbose=0, callbacks=[MetricsCallback()])
     model.save(os.path.join(os.environ["SM_MODEL_DIR"], "model.keras"))
     log_metrics(final_loss=float(model.evaluate(x, y, verbose=0)))
     print(f"saved the model to {os.environ['SM_MODEL_DIR']} on {os.environ['SM_CURRENT_HOST']}")

@@ -13,9 +13,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import tensorflow as tf  # noqa: E402
 import horovod.tensorflow as hvd  # noqa: E402
 
-from entrypoint import pipes  # noqa: E402
-from entrypoint.checkpoints import CheckpointManager, StopSignal, shared_restore  # noqa: E402
-from entrypoint.metrics import log_metrics  # noqa: E402
+from smtrain import pipes  # noqa: E402
+from smtrain.checkpoints import CheckpointStore, StopSignal, shared_restore  # noqa: E402
+from smtrain.metrics import log_metrics  # noqa: E402
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=2)
@@ -29,7 +29,7 @@ features = {"id": tf.io.FixedLenFeature([], tf.int64), "x": tf.io.FixedLenFeatur
 model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu", input_shape=(4,)), tf.keras.layers.Dense(1)])
 optimizer = tf.keras.optimizers.SGD(0.01 * hvd.size())
 state = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=tf.Variable(0))
-manager = CheckpointManager(keep=2)
+manager = CheckpointStore(keep=2)
 restored = shared_restore(manager, state)
 start = int(state.epoch.numpy()) if restored else 0
 stop = StopSignal()

@@ -9,7 +9,7 @@ from typing import Iterator
 
 import pytest
 
-from scripts.cluster import Cluster
+from tests.harness.cluster import Cluster
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
 _names = itertools.count(1)

@@ -39,6 +39,19 @@ def test_horovod_training_ends_with_identical_weights_everywhere(make_cluster, p
     assert cluster.leftovers() == {}
 
 
+def test_no_toolkit_variable_reaches_the_ranks_of_a_two_host_job(make_cluster) -> None:
+    cluster = make_cluster(2)
+    cluster.write_job(MPI, program=PROGRAMS / "dump_rank_env.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SMTRAIN_SSHD_PORT="22"))
+    statuses = cluster.wait(120)
+    assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-1500:] for h in cluster.hosts}
+    envs = [json.loads(p.read_text()) for p in wait_for_files(cluster, "env-*.json", 4, 5)]
+    assert sorted(int(e["SM_RANK"]) for e in envs) == [0, 1, 2, 3]
+    assert {e["SM_CURRENT_HOST"] for e in envs} == {"algo-1", "algo-2"}
+    assert [k for e in envs for k in e if k.startswith("SMTRAIN_")] == []
+    assert cluster.leftovers() == {}
+
+
 def test_a_crashing_rank_on_a_worker_ends_every_host(make_cluster) -> None:
     cluster = make_cluster(3)
     cluster.write_job({**MPI, "crash-rank": 3, "crash-after": 2}, program=PROGRAMS / "mpi_behaviour.py")
@@ -159,7 +172,7 @@ def _examples(path: Path, ids: range) -> None:
 
 def test_horovod_job_reading_through_pipe_mode(make_cluster, tmp_path: Path) -> None:
     """2 hosts x 2 ranks; each host's feeder plays SageMaker, its demultiplexer deals records to its ranks."""
-    from entrypoint.feeder import Feeder, channel_objects
+    from smtrain.data.feeder import Feeder, channel_objects
 
     source = tmp_path / "src"
     source.mkdir()
@@ -192,8 +205,8 @@ def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path:
     position; the restarted job (fed again from FIFO epoch 0, as SageMaker does) skips exactly that."""
     from collections import Counter
 
-    from entrypoint.feeder import Feeder, channel_objects
-    from entrypoint.records import encode_tfrecord
+    from smtrain.data.feeder import Feeder, channel_objects
+    from smtrain.data.records import encode_tfrecord
 
     source = tmp_path / "src"
     source.mkdir()

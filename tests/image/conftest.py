@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scripts.docker_cluster import ensure_docker, image_under_test
+from tests.harness.docker_cluster import ensure_docker, image_under_test
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from scripts.docker_cluster import REPO, ContainerCluster, docker
+from tests.harness.docker_cluster import REPO, ContainerCluster, docker
 
 EXAMPLE = REPO / "examples" / "pipe_horovod"
 # Each test's own time only: the first one also waits for the session's image build (minutes when the

@@ -14,15 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.checkpoints import CheckpointManager, PipePosition
-from entrypoint.feeder import Feeder, channel_objects
-from entrypoint.records import encode_tfrecord
+from smtrain.checkpoints import CheckpointStore, PipePosition
+from smtrain.data.feeder import Feeder, channel_objects
+from smtrain.data.records import encode_tfrecord
 from tests.support import TRAIN, make_tree
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
 
 
-def _assert_consistent(manager: CheckpointManager) -> int:
+def _assert_consistent(manager: CheckpointStore) -> int:
     """Every visible checkpoint is whole and self-consistent; returns the newest step."""
     visible = sorted(p for p in manager.directory.iterdir() if p.name.startswith("ckpt-"))
     loaded = manager.checkpoints()
@@ -38,7 +38,7 @@ def _assert_consistent(manager: CheckpointManager) -> int:
 
 def test_sigkill_at_random_moments_during_saves_never_tears_a_checkpoint(tmp_path: Path) -> None:
     directory = tmp_path / "ckpt"
-    manager = CheckpointManager(directory, keep=3, log=lambda m: None)
+    manager = CheckpointStore(directory, keep=3, log=lambda m: None)
     rng = random.Random(1234)
     newest, kills = 0, 0
     while kills < 60:
@@ -73,7 +73,7 @@ def test_tensorflow_model_and_optimizer_round_trip(tmp_path: Path) -> None:
         with tf.GradientTape() as tape:
             loss = tf.reduce_sum(model(x))
         optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_variables), model.trainable_variables))
-    manager = CheckpointManager(tmp_path, keep=2, log=lambda m: None)
+    manager = CheckpointStore(tmp_path, keep=2, log=lambda m: None)
     manager.save(3, state, extra={"lr": 0.1})
     model2, optimizer2, state2 = build()
     model2(x)
@@ -86,7 +86,7 @@ def test_tensorflow_model_and_optimizer_round_trip(tmp_path: Path) -> None:
 
 def test_foreign_and_damaged_content_is_ignored_and_kept(tmp_path: Path) -> None:
     messages: list[str] = []
-    manager = CheckpointManager(tmp_path, keep=1, log=messages.append)
+    manager = CheckpointStore(tmp_path, keep=1, log=messages.append)
     (tmp_path / "notes.txt").write_text("mine")
     (tmp_path / "other-tool").mkdir()
     (tmp_path / "ckpt-abc").mkdir()
@@ -108,7 +108,7 @@ def test_foreign_and_damaged_content_is_ignored_and_kept(tmp_path: Path) -> None
 
 
 def test_only_rank_0_writes(tmp_path: Path) -> None:
-    assert CheckpointManager(tmp_path, rank=1).save(5, lambda folder: (folder / "w").write_text("x")) is None
+    assert CheckpointStore(tmp_path, rank=1).save(5, lambda folder: (folder / "w").write_text("x")) is None
     assert list(tmp_path.iterdir()) == []
 
 
@@ -116,11 +116,11 @@ SIGTERM_PROGRAM = """
 import os, sys, time
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 import tensorflow as tf
-from entrypoint.checkpoints import CheckpointManager, StopSignal
+from smtrain.checkpoints import CheckpointStore, StopSignal
 stop = StopSignal()
 variable = tf.Variable(0.0)
 state = tf.train.Checkpoint(v=variable)
-manager = CheckpointManager(keep=2)
+manager = CheckpointStore(keep=2)
 restored = manager.restore(state)
 step = restored.step if restored else 0
 print(f"start step={step} v={variable.numpy()}", flush=True)
@@ -206,12 +206,12 @@ KERAS_PROGRAM = """
 import os, sys
 os.environ["TF_USE_LEGACY_KERAS"] = "1"; os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
 import numpy as np, tensorflow as tf, tf_keras as keras
-from entrypoint.checkpoints import CheckpointManager, keras_callback
-from entrypoint.metrics import keras_metrics_callback
+from smtrain.callbacks import CheckpointCallback, MetricsCallback
+from smtrain.checkpoints import CheckpointStore
 model = keras.Sequential([keras.layers.Dense(4, input_shape=(3,)), keras.layers.Dense(1)])
 model.compile(optimizer="sgd", loss="mse")
 state = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
-manager = CheckpointManager(keep=2)
+manager = CheckpointStore(keep=2)
 restored = manager.restore(state)
 x = np.ones((4000, 3), "float32"); y = np.ones((4000, 1), "float32")
 print("start", restored.step if restored else 0, flush=True)
@@ -219,8 +219,8 @@ class Slow(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         import time; time.sleep(0.01)
 model.fit(x, y, batch_size=8, epochs=int(sys.argv[sys.argv.index("--epochs") + 1]), verbose=0, callbacks=[
-    Slow(), keras_callback(manager, state, every_n_batches=100, initial_step=restored.step if restored else 0),
-    keras_metrics_callback()])
+    Slow(), CheckpointCallback(manager, state, every_n_batches=100, initial_step=restored.step if restored else 0),
+    MetricsCallback()])
 print("fit returned", flush=True)
 """
 
@@ -231,7 +231,7 @@ def test_keras_callback_saves_periodically_and_stops_on_sigterm(tmp_path: Path) 
     env = tree.env(SM_GRACE_PERIOD_SECONDS="30")
     proc = subprocess.Popen([TRAIN], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdout.readline().startswith(b"start 0")
-    manager = CheckpointManager(tree.base / "checkpoints", log=lambda m: None)
+    manager = CheckpointStore(tree.base / "checkpoints", log=lambda m: None)
     deadline = time.monotonic() + 60
     while not manager.checkpoints() and time.monotonic() < deadline:  # the periodic save, every 100 batches
         time.sleep(0.1)

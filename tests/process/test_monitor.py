@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.metrics import metric_line
-from entrypoint.monitor import EventWriter, Sample
-from entrypoint.rules import load_series
+from smtrain.metrics import metric_line
+from smtrain.profiler.monitor import EventWriter, Sample
+from smtrain.profiler.rules import load_series
 from tests.support import TRAIN, make_tree, run_train
 
 BUSY = """
@@ -42,7 +42,7 @@ def _monitor_pids(base: Path) -> list[int]:
                 cmdline = Path(f"/proc/{entry.name}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"entrypoint.monitor" in cmdline and str(base).encode() in cmdline:
+            if b"smtrain.profiler.monitor" in cmdline and str(base).encode() in cmdline:
                 found.append(int(entry.name))
     return found
 
@@ -126,7 +126,7 @@ def test_monitor_stops_on_sigterm_bursts(tmp_path: Path) -> None:
     rng = random.Random(7)
     for round_ in range(20):
         out = tmp_path / f"round{round_}"
-        monitor = subprocess.Popen([sys.executable, "-m", "entrypoint.monitor", "--out", str(out), "--host", "algo-1",
+        monitor = subprocess.Popen([sys.executable, "-m", "smtrain.profiler.monitor", "--out", str(out), "--host", "algo-1",
                                     "--interval-ms", "100"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         _wait_for_handler(monitor.pid, signal.SIGTERM)
         time.sleep(rng.random() * 0.3)

@@ -14,11 +14,11 @@ from typing import Optional
 
 import pytest
 
-from entrypoint import pipes
-from entrypoint.demux import demux_epoch
-from entrypoint.feeder import Feeder, channel_objects, epoch_order
-from entrypoint.pipeplan import PipeChannel, PipeMode, assign_pipes
-from entrypoint.records import RecordFormat, encode_recordio, encode_tfrecord
+from smtrain import pipes
+from smtrain.data.demux import demux_epoch
+from smtrain.data.feeder import Feeder, channel_objects, epoch_order
+from smtrain.plan.pipes import PipeChannel, PipeMode, assign_pipes
+from smtrain.data.records import RecordFormat, encode_recordio, encode_tfrecord
 from tests.support import make_tree, run_train
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
@@ -293,11 +293,11 @@ def test_dataset_reports_corruption_with_channel_and_epoch(tmp_path: Path) -> No
 
 
 def test_feeder_command_feeds_until_sigterm_then_exits_cleanly(tmp_path: Path) -> None:
-    """`python -m entrypoint.feeder` (SageMaker's side, for local runs) without --epochs feeds until
+    """`python -m smtrain.data.feeder` (SageMaker's side, for local runs) without --epochs feeds until
     SIGTERM, then ends with status 0 and leaves no FIFO behind."""
     tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "Pipe"}})
     records = _write_objects(tmp_path / "src", ["a", "b"], per_object=50)
-    feeder = subprocess.Popen([sys.executable, "-m", "entrypoint.feeder", "--base", str(tree.base),
+    feeder = subprocess.Popen([sys.executable, "-m", "smtrain.data.feeder", "--base", str(tree.base),
                                "--source", f"train={tmp_path / 'src'}"], stderr=subprocess.PIPE)
     data = tree.base / "input" / "data"
     try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.linux import alive
+from smtrain.common.linux import alive
 from tests.support import TRAIN, Tree, make_tree
 
 # A program that starts helpers (one in its process group, one that escaped into its own session),
@@ -121,7 +121,7 @@ open({str(out)!r}, 'w').write(f'{{a.pid}} {{b.pid}}')
 def test_parent_death_signal_comes_even_if_the_parent_died_before_it_was_set(parent_alive: bool) -> None:
     """The kernel sends the parent-death signal only for a death after prctl(); a child whose parent
     is already gone (here: a pid that is not its parent) must signal itself."""
-    code = ("import os, signal, sys\nfrom entrypoint import linux\n"
+    code = ("import os, signal, sys\nfrom smtrain.common import linux\n"
             "linux.set_parent_death_signal(signal.SIGTERM, int(sys.argv[1]))\nprint('still here')\n")
     parent = os.getpid() if parent_alive else 1
     done = subprocess.run([sys.executable, "-c", code, str(parent)], capture_output=True, timeout=60)

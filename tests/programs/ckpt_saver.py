@@ -2,9 +2,9 @@
 torn or mixed checkpoint shows. Resumes from the newest checkpoint's step."""
 import sys
 
-from entrypoint.checkpoints import CheckpointManager, PipePosition
+from smtrain.checkpoints import CheckpointStore, PipePosition
 
-manager = CheckpointManager(sys.argv[1], keep=3, log=lambda message: None)
+manager = CheckpointStore(sys.argv[1], keep=3, log=lambda message: None)
 latest = manager.restore()
 step = latest.step + 1 if latest else 1
 
@@ -15,5 +15,5 @@ def write(folder):
 
 
 while True:
-    manager.save(step, write, pipes={"train": PipePosition(step // 10, step % 10)}, extra={"step": step})
+    manager.save(step, write, pipe_positions=[{"train": PipePosition(step // 10, step % 10)}], extra={"step": step})
     step += 1

@@ -1,4 +1,4 @@
-"""Horovod training whose data comes through Pipe mode (entrypoint.pipes.dataset) on every rank.
+"""Horovod training whose data comes through Pipe mode (smtrain.pipes.dataset) on every rank.
 
 Records are tf.train.Example with features id (int64), x (4 floats), y (float). Every rank writes
 the ids it trained on and a digest of its final weights to SM_OUTPUT_DATA_DIR/pipe-<rank>.json.
@@ -13,7 +13,7 @@ import json  # noqa: E402
 import tensorflow as tf  # noqa: E402
 import horovod.tensorflow as hvd  # noqa: E402
 
-from entrypoint import pipes  # noqa: E402
+from smtrain import pipes  # noqa: E402
 
 hvd.init()
 features = {"id": tf.io.FixedLenFeature([], tf.int64), "x": tf.io.FixedLenFeature([4], tf.float32),

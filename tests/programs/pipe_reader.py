@@ -1,4 +1,4 @@
-"""Reads Pipe-mode channels through entrypoint.pipes and records what each rank got.
+"""Reads Pipe-mode channels through smtrain.pipes and records what each rank got.
 
 --channels a,b --epochs N: for each epoch and channel, writes the records (one per line, hex if not
 printable) to SM_OUTPUT_DATA_DIR/got-<rank>-<channel>-<epoch>.
@@ -6,7 +6,7 @@ printable) to SM_OUTPUT_DATA_DIR/got-<rank>-<channel>-<epoch>.
 import argparse
 import os
 
-from entrypoint import pipes
+from smtrain import pipes
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--channels", default="train")

@@ -6,8 +6,8 @@ import os
 import sys
 import time
 
-from entrypoint import pipes
-from entrypoint.checkpoints import CheckpointManager, PipePosition, StopSignal, all_positions, shared_restore
+from smtrain import pipes
+from smtrain.checkpoints import CheckpointStore, PipePosition, StopSignal, all_positions, shared_restore
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=2)
@@ -21,7 +21,7 @@ if args.horovod == "yes":
     hvd.init()
 rank = int(os.environ.get("SM_RANK", "0"))
 stop = StopSignal()
-manager = CheckpointManager(keep=2)
+manager = CheckpointStore(keep=2)
 restored = shared_restore(manager)
 position = restored.position("train", rank) if restored else None
 start_epoch, skip = position if position else (0, 0)
@@ -32,7 +32,7 @@ print(f"rank {rank} starts at epoch {start_epoch}, skipping {skip}", flush=True)
 
 def save(epoch, consumed):
     manager.save(step, lambda folder: (folder / "step").write_text(str(step)),
-                 pipes=all_positions({"train": PipePosition(epoch, consumed)}))
+                 pipe_positions=all_positions({"train": PipePosition(epoch, consumed)}))
 
 
 for fifo, epoch in enumerate(range(start_epoch, args.epochs)):

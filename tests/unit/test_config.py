@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from entrypoint.config import InputMode, load_config
-from entrypoint.errors import ConfigError
-from entrypoint.hostfacts import HostFacts
-from entrypoint.mpi import NetworkFacts
-from entrypoint.plan import Role, plan_launch
+from smtrain.config.load import InputMode, load_config
+from smtrain.errors import ConfigError
+from smtrain.config.hostfacts import HostFacts
+from smtrain.plan.mpirun import NetworkFacts
+from smtrain.plan.launch import Role, plan_launch
 from tests.support import make_tree
 
 FACTS = HostFacts(num_cpus=4, num_gpus=0, num_neurons=0, smddprun_installed=False, smddpmprun_installed=False,

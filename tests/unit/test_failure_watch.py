@@ -1,11 +1,13 @@
-"""The rank launcher's early failure report (entrypoint.rank.FailureWatch): sent once, as soon as the
+"""The rank launcher's early failure report (smtrain.rank.watch.FailureWatch): sent once, as soon as the
 traceback's exception line has arrived (it tells a Horovod consequence from a cause), or after a wait."""
 from __future__ import annotations
 
 import threading
 import time
 
-from entrypoint.rank import FailureWatch, exception_line_seen
+from smtrain.rank.launcher import Reporter
+from smtrain.rank.report import RankFailure
+from smtrain.rank.watch import FailureWatch, exception_line_seen
 
 HEADER = b"Traceback (most recent call last):\n"
 FRAME = b'  File "/opt/ml/code/train.py", line 52, in <module>\n    loss = step(x)\n'
@@ -19,19 +21,22 @@ def test_exception_line_is_the_first_unindented_whole_line_after_the_header() ->
     assert exception_line_seen(HEADER + FRAME + b"RuntimeError: boom\n")
 
 
-class Sent:
+class Sent(Reporter):
+    """Records the reports instead of sending them to a master (the channel is tested in tests/cluster)."""
+
     def __init__(self) -> None:
-        self.reports: list[dict] = []
+        super().__init__(None, {"SM_CURRENT_HOST": "algo-2", "SM_RANK": "3", "SM_LOCAL_RANK": "1"}, "train.py")
+        self.reports: list[RankFailure] = []
         self.arrived = threading.Event()
 
-    def __call__(self, environ, env, fields) -> None:
-        self.reports.append(dict(fields))
+    def send(self, report: RankFailure) -> None:
+        self.reports.append(report)
         self.arrived.set()
 
 
 def test_the_report_waits_for_the_exception_line_across_chunks_and_goes_once() -> None:
     sent = Sent()
-    watch = FailureWatch({}, {}, "train.py", wait_s=30, send=sent)
+    watch = FailureWatch(sent, wait_s=30)
     watch(b"step 1\n")
     assert watch.first_error_at is None
     watch(b"epoch done\n" + HEADER)
@@ -44,16 +49,17 @@ def test_the_report_waits_for_the_exception_line_across_chunks_and_goes_once() -
     time.sleep(0.2)
     assert len(sent.reports) == 1
     report = sent.reports[0]
-    assert report["final"] is False and report["error_at"] == watch.first_error_at
-    assert report["stderr_tail"].startswith(HEADER.decode()) and "Horovod has been shut down" in report["stderr_tail"]
-    assert "epoch done" not in report["stderr_tail"]
+    assert report.final is False and report.error_at == watch.first_error_at
+    assert (report.host, report.rank, report.local_rank) == ("algo-2", 3, 1)
+    assert report.stderr_tail.startswith(HEADER.decode()) and "Horovod has been shut down" in report.stderr_tail
+    assert "epoch done" not in report.stderr_tail
 
 
 def test_without_an_exception_line_the_report_goes_after_the_wait() -> None:
     sent = Sent()
-    watch = FailureWatch({}, {}, "train.py", wait_s=0.3, send=sent)
+    watch = FailureWatch(sent, wait_s=0.3)
     started = time.monotonic()
     watch(HEADER + FRAME)
     assert sent.arrived.wait(5)
     assert time.monotonic() - started >= 0.25
-    assert sent.reports[0]["stderr_tail"] == (HEADER + FRAME).decode()
+    assert sent.reports[0].stderr_tail == (HEADER + FRAME).decode()

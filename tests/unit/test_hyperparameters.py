@@ -1,4 +1,4 @@
-from entrypoint import hyperparameters as hps
+from smtrain.config import hyperparameters as hps
 
 
 def test_decode_keeps_non_json_strings() -> None:

@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.mpi import MpiLayout, NetworkFacts, choose_interface, is_exported, layout, mpirun_command
+from smtrain.plan.mpirun import MpiLayout, NetworkFacts, choose_interface, is_exported, layout, mpirun_command
 
 NET = NetworkFacts(interfaces=("eth0", "lo"), default_route_interface="eth0", efa_present=False)
 EFA_NET = NetworkFacts(interfaces=("eth0", "lo"), default_route_interface="eth0", efa_present=True)
-RANK = ("/venv/bin/python", "-m", "entrypoint.rank", "--", "/venv/bin/python", "/opt/ml/code/train.py", "--lr", "0.1")
+RANK = ("/venv/bin/python", "-m", "smtrain.rank", "--", "/venv/bin/python", "/opt/ml/code/train.py", "--lr", "0.1")
 
 
 def _command(**overrides):

@@ -1,4 +1,4 @@
-from entrypoint.outcome import failure_text, python_exception
+from smtrain.run.outcome import failure_text, python_exception
 
 
 def test_python_exception_from_the_last_traceback() -> None:
@@ -26,7 +26,7 @@ def test_failure_text_with_one_huge_line_keeps_its_end() -> None:
 
 
 def test_oom_kill_counter_from_cgroup_v2_or_v1(tmp_path) -> None:
-    from entrypoint.outcome import oom_kill_count
+    from smtrain.run.outcome import oom_kill_count
 
     v2, v1 = tmp_path / "memory.events", tmp_path / "memory.oom_control"
     assert oom_kill_count((v2, v1)) is None

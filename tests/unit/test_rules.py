@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from entrypoint.rules import DEFAULTS, evaluate, parse_overrides
+from smtrain.profiler.rules import DEFAULTS, evaluate, parse_overrides
 
 N = 1600  # past the default patience (1000) by more than one window (500)
 

@@ -1,0 +1,161 @@
+"""Pipe-mode throughput on real FIFOs, in one run (2-core VM: every figure shares the CPU with the feeder).
+
+  cat              `cat FIFO > /dev/null` of the same bytes: the pipe's limit
+  reader           smtrain.pipes.records (CRCs checked), counting records
+  reader dataset   smtrain.pipes.dataset (tf.data) iterated in batches of 256
+  TFRecordDataset  tf.data.TFRecordDataset on a regular (cached) file, iterated in batches of 256
+  demux P=n        feeder -> demultiplexer -> n reader processes; total, against one reader
+
+    /opt/smtrain/venv/bin/python benchmarks/pipes.py [--mb 512] [--repeat 3]
+
+Each figure is the median of --repeat runs (this VM's throughput varies by up to 2x between runs).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from figures import print_figures  # benchmarks/figures.py
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from smtrain import pipes  # noqa: E402
+from smtrain.data.demux import demux_epoch  # noqa: E402
+from smtrain.data.feeder import Feeder  # noqa: E402
+from smtrain.data.records import RecordFormat, encode_tfrecord  # noqa: E402
+
+READER = """
+import sys, time
+from smtrain import pipes
+n = sum(1 for _ in pipes.records("c", 0, environ={"SM_PIPE_C": sys.argv[1], "SM_PIPE_FORMAT_C": "tfrecord"}))
+print(n)
+"""
+
+
+def make_file(path: Path, record_size: int, total_mb: int) -> int:
+    record = encode_tfrecord(os.urandom(record_size))
+    count = total_mb * (1 << 20) // len(record)
+    with open(path, "wb") as f:
+        block = record * max(1, (1 << 22) // len(record))
+        per_block = len(block) // len(record)
+        for _ in range(count // per_block):
+            f.write(block)
+        f.write(record * (count % per_block))
+    return count
+
+
+def fed(data: Path, source: Path) -> Feeder:
+    return Feeder(data, {"c": [source]}, {"c": None}, epochs=1).start()
+
+
+def time_cat(data: Path, source: Path) -> float:
+    feeder = fed(data, source)
+    while not (data / "c_0").exists():
+        time.sleep(0.001)
+    start = time.perf_counter()
+    subprocess.run(f"cat {data / 'c_0'} > /dev/null", shell=True, check=True)
+    elapsed = time.perf_counter() - start
+    feeder.join(30)
+    return elapsed
+
+
+def time_reader(data: Path, source: Path, count: int) -> float:
+    feeder = fed(data, source)
+    start = time.perf_counter()
+    n = sum(1 for _ in pipes.records("c", 0, environ={"SM_PIPE_C": str(data / "c"), "SM_PIPE_FORMAT_C": "tfrecord"}))
+    elapsed = time.perf_counter() - start
+    feeder.join(30)
+    assert n == count, (n, count)
+    return elapsed
+
+
+def time_reader_dataset(data: Path, source: Path, count: int) -> float:
+    feeder = fed(data, source)
+    os.environ.update(SM_PIPE_C=str(data / "c"), SM_PIPE_FORMAT_C="tfrecord")
+    start = time.perf_counter()
+    n = sum(int(b.shape[0]) for b in pipes.dataset("c").batch(256))
+    elapsed = time.perf_counter() - start
+    feeder.join(30)
+    assert n == count
+    return elapsed
+
+
+def time_tfrecorddataset(source: Path, count: int) -> float:
+    import tensorflow as tf
+
+    start = time.perf_counter()
+    n = sum(int(b.shape[0]) for b in tf.data.TFRecordDataset(str(source)).batch(256))
+    elapsed = time.perf_counter() - start
+    assert n == count
+    return elapsed
+
+
+def time_demux(data: Path, source: Path, ranks: int, count: int) -> float:
+    targets = [data / f"r{r}_0" for r in range(ranks)]
+    for t in targets:
+        t.unlink(missing_ok=True)
+        os.mkfifo(t)
+    feeder = fed(data, source)
+    readers = [subprocess.Popen([sys.executable, "-c", READER, str(data / f"r{r}")], stdout=subprocess.PIPE)
+               for r in range(ranks)]
+    start = time.perf_counter()
+    result = demux_epoch(data / "c_0", targets, RecordFormat.TFRECORD, rank_wait_s=30, source_wait_s=30)
+    got = sum(int(p.communicate()[0]) for p in readers)
+    elapsed = time.perf_counter() - start
+    feeder.join(30)
+    assert got == count == sum(result.records)
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=int, default=512, help="stream size for 100-KiB records (100-byte: a fifth)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    import tensorflow as tf
+
+    tf.data.Dataset.range(1).reduce(0, lambda a, b: a)  # TensorFlow's start-up is not what is measured
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        print(f"{'records':<10}{'method':<20}{'MB/s':>9}{'records/s':>12}{'vs cat':>8}{'vs TFRecordDataset':>20}")
+        figures = {}
+        for size, mb in ((100 * 1024, args.mb), (100, args.mb // 5)):
+            source = data / f"src-{size}"
+            count = make_file(source, size, mb)
+            nbytes = source.stat().st_size
+            subprocess.run(["cat", str(source)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
+            measures = {
+                "cat": lambda: time_cat(data, source),
+                "reader": lambda: time_reader(data, source, count),
+                "reader dataset": lambda: time_reader_dataset(data, source, count),
+                "TFRecordDataset": lambda: time_tfrecorddataset(source, count),
+                "demux P=2": lambda: time_demux(data, source, 2, count),
+                "demux P=4": lambda: time_demux(data, source, 4, count),
+            }
+            samples: dict[str, list[float]] = {name: [] for name in measures}
+            for _ in range(args.repeat):  # interleaved, so slow spells hit every method alike
+                for name, measure in measures.items():
+                    samples[name].append(measure())
+            times = {name: statistics.median(values) for name, values in samples.items()}
+            label = "100 KiB" if size > 100 else "100 B"
+            for method, seconds in times.items():
+                print(f"{label:<10}{method:<20}{nbytes / seconds / 1e6:>9.0f}{count / seconds:>12.0f}"
+                      f"{times['cat'] / seconds:>8.2f}{times['TFRecordDataset'] / seconds:>20.2f}")
+            tag = "100KiB" if size > 100 else "100B"
+            figures[f"reader_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["reader"]
+            figures[f"dataset_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["reader dataset"]
+            figures[f"demux_p2_vs_reader_{tag}"] = times["reader"] / times["demux P=2"]
+            figures[f"demux_p4_vs_reader_{tag}"] = times["reader"] / times["demux P=4"]
+            source.unlink()
+    print_figures(figures)
+
+
+if __name__ == "__main__":
+    main()

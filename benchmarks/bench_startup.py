@@ -1,0 +1,93 @@
+"""Start-up latency: time from starting `train` to the program's first output line.
+
+Measures, interleaved in one run on the same /opt/ml tree and the same tiny program:
+  plain     python program.py                 (the floor)
+  train     this toolkit's `train`
+  oracle    sagemaker-training 4.9.0's `train`
+and prints medians, the overhead over plain python and the ratios.
+
+    /opt/smtrain/venv/bin/python benchmarks/startup.py [--runs 30]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from figures import print_figures  # benchmarks/figures.py
+
+HERE = Path(__file__).resolve().parent
+BIN = Path(sys.executable).parent
+PROGRAM = "import sys\nprint('first line', flush=True)\n"
+
+
+def make_tree(base: Path) -> dict[str, str]:
+    host = socket.gethostname()  # sagemaker-training waits until every host name resolves
+    (base / "input" / "config").mkdir(parents=True)
+    (base / "code").mkdir()
+    (base / "code" / "program.py").write_text(PROGRAM)
+    for name, content in {
+        "resourceconfig.json": {"current_host": host, "hosts": [host]},
+        "hyperparameters.json": {"sagemaker_program": '"program.py"', "epochs": "1"},
+        "inputdataconfig.json": {"train": {"TrainingInputMode": "File"}},
+    }.items():
+        (base / "input" / "config" / name).write_text(json.dumps(content))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SAGEMAKER_"))}
+    env.update(SAGEMAKER_BASE_DIR=str(base), PYTHONUNBUFFERED="1")
+    return env
+
+
+def time_to_first_line(argv: list[str], env: dict[str, str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    elapsed = time.perf_counter() - start
+    proc.stdout.read()
+    proc.wait()
+    if line != b"first line\n" or proc.returncode != 0:
+        raise RuntimeError(f"{argv[0]}: unexpected first line {line!r}, status {proc.returncode}")
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=30)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp) / "ml"
+        env = make_tree(base)
+        commands = {
+            "plain": [sys.executable, str(base / "code" / "program.py")],
+            "train": [str(BIN / "train")],
+            "oracle": [sys.executable, "-c", "from sagemaker_training.cli.train import main; main()"],
+        }
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        for name, argv in commands.items():  # warm the page cache once
+            time_to_first_line(argv, env, base / "code")
+        for _ in range(args.runs):
+            for name, argv in commands.items():
+                samples[name].append(time_to_first_line(argv, env, base / "code"))
+    median = {name: statistics.median(values) * 1000 for name, values in samples.items()}
+    print(f"time from start to the program's first output line, median of {args.runs} runs (ms)")
+    print(f"{'launcher':<28}{'median':>9}{'p90':>9}{'over plain':>12}{'ratio':>8}")
+    labels = {"plain": "python program.py", "train": "train (this toolkit)", "oracle": "sagemaker-training 4.9.0"}
+    for name in commands:
+        p90 = sorted(samples[name])[int(0.9 * (len(samples[name]) - 1))] * 1000
+        print(f"{labels[name]:<28}{median[name]:>9.1f}{p90:>9.1f}{median[name] - median['plain']:>12.1f}"
+              f"{median[name] / median['plain']:>8.2f}")
+    print(f"sagemaker-training / train: {median['oracle'] / median['train']:.1f}x")
+    print(f"goal: train adds <= 50 ms over plain python: {'met' if median['train'] - median['plain'] <= 50 else 'NOT met'}")
+    print_figures({"train_over_plain_ms": median["train"] - median["plain"],
+                   "oracle_vs_train": median["oracle"] / median["train"]})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,1 +1,0 @@
-"""SageMaker training entry point for TensorFlow + Horovod containers."""

@@ -1,0 +1,306 @@
+"""Checkpoints that survive spot interruptions, and resume mid-epoch in Pipe mode.
+
+    from smtrain.checkpoints import CheckpointStore, PipePosition, StopSignal, all_positions
+
+    store = CheckpointStore(keep=3)                  # SM_CHECKPOINT_DIR; only rank 0 writes
+    state = tf.train.Checkpoint(model=model, optimizer=optimizer)
+    restored = store.restore(state)                  # the newest complete checkpoint, or None
+    stop = StopSignal()                              # SIGTERM (spot interruption) sets it
+    ...
+    positions = all_positions({"train": PipePosition(epoch, consumed)})   # every rank's, in rank order
+    store.save(step, state, pipe_positions=positions)
+    if stop.agreed():                                # every rank stops at the same step
+        store.save(step, state, pipe_positions=...); sys.exit(0)
+
+(Named CheckpointStore, not CheckpointManager: its constructor is not tf.train.CheckpointManager's.)
+
+Folder layout (SageMaker syncs it with S3, also on spot restarts):
+
+    ckpt-000000001200/            a complete checkpoint, visible only once whole:
+        MANIFEST.json             written last: step, every file's size and CRC32C, Pipe positions, extra
+        state.index, state.data-00000-of-00001 ...    (what the saved object wrote)
+    .incomplete-ckpt-000000001300-<pid>/   being written, or torn by a kill: ignored, later removed
+
+A checkpoint is written aside and renamed into place (with fsyncs), so a kill at any moment leaves
+either the old newest checkpoint or the new one. At start the newest checkpoint whose manifest and
+files check out is restored; a damaged one (e.g. half-synced from S3) is skipped with a warning.
+Anything else in the folder is not this manager's: it is reported and never touched.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
+
+from .common.linux import alive
+
+__all__ = [
+    "Checkpoint", "CheckpointStore", "PipePosition", "StopSignal", "all_positions", "shared_restore",
+]
+
+MANIFEST = "MANIFEST.json"
+FORMAT = "smtrain-checkpoint/1"
+_COMPLETE = re.compile(r"^ckpt-(\d{12})$")
+_INCOMPLETE = re.compile(r"^\.incomplete-ckpt-(\d{12})-(\d+)$")
+_STATE_PREFIX = "state"
+
+
+class PipePosition(NamedTuple):
+    """Where a rank is in a Pipe channel: the epoch, and how many of its records it consumed."""
+
+    epoch: int
+    consumed: int
+
+
+class Checkpoint(NamedTuple):
+    step: int
+    path: Path
+    pipes: tuple[Mapping[str, PipePosition], ...]  # per rank (rank 0 first)
+    extra: Mapping[str, Any]
+
+    def position(self, channel: str, rank: int = 0) -> Optional[PipePosition]:
+        """Rank `rank`'s position in `channel`, if this checkpoint has one."""
+        if rank >= len(self.pipes):
+            return None
+        return self.pipes[rank].get(channel)
+
+    @property
+    def state_prefix(self) -> str:
+        """The prefix to pass to `tf.train.Checkpoint.read`."""
+        return str(self.path / _STATE_PREFIX)
+
+
+Writer = Union[Callable[[Path], None], Any]  # a function of the folder, or an object with .write(prefix)
+
+
+def _log(message: str) -> None:
+    sys.stderr.write(f"[checkpoints] {message}\n")
+    sys.stderr.flush()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _file_crc(path: Path) -> int:
+    from crc32c import crc32c  # the hardware CRC, as Pipe mode uses
+
+    crc = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            crc = crc32c(chunk, crc)
+    return crc
+
+
+class CheckpointStore:
+    """The checkpoint folder of a job: atomic saves, newest-complete restore, keep-last-N pruning."""
+
+    def __init__(self, directory: Optional[Union[str, Path]] = None, keep: int = 3, rank: Optional[int] = None,
+                 log: Callable[[str], None] = _log) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be at least 1, got {keep}")
+        self.directory = Path(directory or os.environ.get("SM_CHECKPOINT_DIR") or "/opt/ml/checkpoints")
+        self.keep = keep
+        self.rank = int(os.environ.get("SM_RANK", "0")) if rank is None else rank
+        self._log = log
+        self._warned: set[str] = set()
+
+    # -- writing -----------------------------------------------------------------------------------
+    def save(self, step: int, state: Writer, pipe_positions: Sequence[Mapping[str, PipePosition]] = (),
+             extra: Optional[Mapping[str, Any]] = None) -> Optional[Path]:
+        """Write checkpoint `step` (rank 0 only; other ranks return None). `state` is an object with
+        `.write(prefix)` such as `tf.train.Checkpoint`, or a function that writes into a folder.
+        `pipe_positions`: every rank's Pipe positions {channel: PipePosition}, in rank order, as
+        `all_positions(mine)` gives them (one rank: `[mine]`)."""
+        if isinstance(pipe_positions, Mapping):
+            raise TypeError("pipe_positions is every rank's positions in rank order: pass all_positions(mine) or [mine]")
+        if self.rank != 0:
+            return None
+        if step < 0:
+            raise ValueError(f"step must be >= 0, got {step}")
+        self.directory.mkdir(parents=True, exist_ok=True)
+        final = self.directory / f"ckpt-{step:012d}"
+        tmp = self.directory / f".incomplete-ckpt-{step:012d}-{os.getpid()}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        if hasattr(state, "write"):
+            state.write(str(tmp / _STATE_PREFIX))
+        else:
+            state(tmp)
+        files = {}
+        for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
+            _fsync(path)
+            files[path.relative_to(tmp).as_posix()] = {"size": path.stat().st_size, "crc32c": _file_crc(path)}
+        ranks = list(pipe_positions) or [{}]
+        manifest = {
+            "format": FORMAT,
+            "step": step,
+            "created": time.time(),
+            "files": files,
+            "pipes": [{c: list(p) for c, p in r.items()} for r in ranks],
+            "extra": dict(extra or {}),
+        }
+        with open(tmp / MANIFEST, "w") as f:
+            json.dump(manifest, f)
+            f.flush()
+            os.fsync(f.fileno())
+        _fsync(tmp)
+        if final.exists():  # the same step again: the old one goes out of sight first
+            self._discard(step, final)
+        os.rename(tmp, final)
+        _fsync(self.directory)
+        self._prune()
+        return final
+
+    def _discard(self, step: int, path: Path) -> None:
+        """Remove a complete checkpoint atomically: out of sight by a rename first, so a kill while
+        deleting never leaves a visible, half-deleted checkpoint."""
+        aside = self.directory / f".incomplete-ckpt-{step:012d}-{os.getpid()}-old"
+        os.rename(path, aside)
+        shutil.rmtree(aside, ignore_errors=True)
+
+    def _prune(self) -> None:
+        """Keep the newest `keep` checkpoints that check out; damaged ones are reported, not counted
+        and not deleted (they may be what a user wants to look at)."""
+        for checkpoint in self.checkpoints()[: -self.keep]:
+            self._discard(checkpoint.step, checkpoint.path)
+        self.clean_incomplete()
+
+    def clean_incomplete(self) -> None:
+        """Remove this manager's incomplete checkpoints (torn by a kill), except any still being written."""
+        if not self.directory.is_dir():
+            return
+        for entry in self.directory.iterdir():
+            match = _INCOMPLETE.match(entry.name.removesuffix("-old"))
+            if match and entry.is_dir() and not alive(int(match.group(2))):
+                shutil.rmtree(entry, ignore_errors=True)
+
+    # -- reading -----------------------------------------------------------------------------------
+    def _complete_dirs(self) -> list[tuple[int, Path]]:
+        if not self.directory.is_dir():
+            return []
+        found = []
+        for entry in self.directory.iterdir():
+            match = _COMPLETE.match(entry.name)
+            if match and entry.is_dir():
+                found.append((int(match.group(1)), entry))
+            elif not _INCOMPLETE.match(entry.name.removesuffix("-old")):
+                self._warn_once(entry.name, f"ignoring {entry}: not a checkpoint of this manager (left as it is)")
+        return found
+
+    def _warn_once(self, key: str, message: str) -> None:
+        if key not in self._warned:
+            self._warned.add(key)
+            self._log(message)
+
+    def _load(self, step: int, path: Path, check_crc: bool) -> Optional[Checkpoint]:
+        """The checkpoint at `path` if its manifest and files check out, else None (with a warning)."""
+        try:
+            manifest = json.loads((path / MANIFEST).read_text())
+            if manifest.get("format") != FORMAT or manifest.get("step") != step:
+                raise ValueError(f"manifest is not {FORMAT} for step {step}")
+            for name, meta in manifest["files"].items():
+                file = path / name
+                if file.stat().st_size != meta["size"]:
+                    raise ValueError(f"{name} has {file.stat().st_size} bytes, the manifest says {meta['size']}")
+                if check_crc and _file_crc(file) != meta["crc32c"]:
+                    raise ValueError(f"{name} fails its CRC32C")
+            pipes = tuple({c: PipePosition(*p) for c, p in r.items()} for r in manifest.get("pipes", [{}]))
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            self._warn_once(str(path), f"ignoring damaged checkpoint {path}: {e}")
+            return None
+        return Checkpoint(step, path, pipes, manifest.get("extra", {}))
+
+    def checkpoints(self) -> list[Checkpoint]:
+        """Every complete checkpoint that checks out (sizes), oldest first."""
+        found = (self._load(step, path, check_crc=False) for step, path in sorted(self._complete_dirs()))
+        return [c for c in found if c is not None]
+
+    def latest(self) -> Optional[Checkpoint]:
+        """The newest complete checkpoint whose files all check out (sizes and CRC32C)."""
+        for step, path in sorted(self._complete_dirs(), reverse=True):
+            checkpoint = self._load(step, path, check_crc=True)
+            if checkpoint is not None:
+                return checkpoint
+        return None
+
+    def restore(self, state: Optional[Any] = None) -> Optional[Checkpoint]:
+        """Load the newest complete checkpoint into `state` (e.g. a tf.train.Checkpoint; its
+        `.read(prefix)`) and return it; None when there is none. Also removes torn checkpoints."""
+        self.clean_incomplete()
+        checkpoint = self.latest()
+        if checkpoint is None:
+            return None
+        if state is not None:
+            status = state.read(checkpoint.state_prefix)
+            if hasattr(status, "expect_partial"):
+                status.expect_partial()  # optimizer slots are restored when they are created
+        self._log(f"restored step {checkpoint.step} from {checkpoint.path}")
+        return checkpoint
+
+
+class StopSignal:
+    """Set by SIGTERM (a spot interruption, or `docker stop`): finish the step, save, exit 0.
+
+    `agreed()` makes every Horovod rank stop at the same step (an allreduce of the flag), so the
+    ranks' collective operations stay in step; without Horovod it is the local flag."""
+
+    def __init__(self, signals: tuple[int, ...] = (signal.SIGTERM,)) -> None:
+        self.requested = False
+        for signum in signals:
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, frame: object) -> None:
+        self.requested = True
+
+    def agreed(self) -> bool:
+        hvd = _horovod()
+        if hvd is None:
+            return self.requested
+        import tensorflow as tf
+
+        return bool(hvd.allreduce(tf.constant(int(self.requested)), op=hvd.Max, name="smtrain_stop").numpy())
+
+
+def _horovod() -> Optional[Any]:
+    """horovod.tensorflow when the program initialised it with more than one rank, else None."""
+    module = sys.modules.get("horovod.tensorflow")
+    try:
+        return module if module is not None and module.is_initialized() and module.size() > 1 else None
+    except Exception:  # horovod raises ValueError before init
+        return None
+
+
+def all_positions(local: Mapping[str, PipePosition]) -> list[Mapping[str, PipePosition]]:
+    """Every rank's Pipe positions, in rank order (for rank 0's save); this rank's alone without Horovod."""
+    hvd = _horovod()
+    if hvd is None:
+        return [dict(local)]
+    gathered = hvd.allgather_object({c: tuple(p) for c, p in local.items()})
+    return [{c: PipePosition(*p) for c, p in r.items()} for r in gathered]
+
+
+def shared_restore(store: CheckpointStore, state: Optional[Any] = None) -> Optional[Checkpoint]:
+    """Rank 0 restores; every rank gets the same checkpoint (its step, positions, extra) and, with
+    Horovod, rank 0's variables are broadcast by the caller as usual (hvd.broadcast_variables)."""
+    hvd = _horovod()
+    checkpoint = store.restore(state) if hvd is None or hvd.rank() == 0 else None
+    if hvd is None:
+        return checkpoint
+    shared = hvd.broadcast_object(checkpoint and (checkpoint.step, str(checkpoint.path),
+                                                   [{c: tuple(p) for c, p in r.items()} for r in checkpoint.pipes],
+                                                   dict(checkpoint.extra)), root_rank=0)
+    if shared is None:
+        return None
+    step, path, pipes, extra = shared
+    return Checkpoint(step, Path(path), tuple({c: PipePosition(*p) for c, p in r.items()} for r in pipes), extra)

@@ -1,0 +1,111 @@
+"""`train`: the container's entry point.
+
+    train             run the job described by /opt/ml (or $SAGEMAKER_BASE_DIR)
+    train --dry-run   print the plan (role, command, environment) as JSON and run nothing
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional, Sequence
+
+from . import __version__
+from .common import console
+from .common.console import log
+from .config.defaults import DEFAULT_BASE_DIR
+from .config.load import load_config
+from .config.secrets import Redactor
+from .errors import ExitCode, FailureKind, ToolkitError
+from .run.outcome import failure_text, write_atomically
+
+
+USAGE = """usage: train [--dry-run] [--version] [--help]
+       train report DIR [DIR ...] [--out OUT] [--param Rule.key=value ...]
+
+Run the SageMaker training job described by /opt/ml (or $SAGEMAKER_BASE_DIR) in this container.
+
+  --dry-run   print the launch plan (role, command, environment) as JSON; run nothing
+  --version   print the version
+  report      write an HTML report and JSON summary of the system monitor's files (train report --help)
+"""
+
+
+def _parse_args(argv: Sequence[str]) -> set[str]:
+    """The few flags `train` takes. (argparse alone costs 6 ms of start-up; see benchmarks/startup.py.)"""
+    flags = set(argv)
+    unknown = flags - {"--dry-run", "--version", "--help", "-h"}
+    if unknown:
+        sys.stderr.write(USAGE + f"\ntrain: error: unrecognised arguments: {' '.join(sorted(unknown))}\n")
+        raise SystemExit(2)
+    if flags & {"--help", "-h"}:
+        sys.stdout.write(USAGE)
+        raise SystemExit(0)
+    if "--version" in flags:
+        print(f"train {__version__}")
+        raise SystemExit(0)
+    return flags
+
+
+def _fail(kind: FailureKind, message: str, write_file: bool) -> None:
+    log(f"error: {kind.value}: {message}")
+    if not write_file:
+        return
+    base = Path(os.environ.get("SAGEMAKER_BASE_DIR") or DEFAULT_BASE_DIR)
+    try:
+        write_atomically(base / "output" / "failure", console.redact(failure_text(kind, message)))
+    except OSError as e:
+        log(f"cannot write the failure file under {base / 'output'}: {e.strerror}")
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["report"]:
+        from .profiler.report import main as report_main
+
+        return report_main(args[1:])
+    flags = _parse_args(args)
+    dry_run = "--dry-run" in flags
+    # First of all, so that a SIGTERM arriving while the config is read is not lost.
+    from .common.signals import SignalWaker
+
+    waker = SignalWaker()
+    environ = dict(os.environ)
+    redact = Redactor.of(environ)
+    console.set_redactor(redact)
+    try:
+        from .config import hostfacts
+        from .plan.launch import Role, dumps, plan_launch
+
+        config = load_config(environ)
+        redact = redact.merged(Redactor.of(config.hyperparameters))
+        console.set_redactor(redact)
+        facts = hostfacts.gather(environ, config)
+        token = os.urandom(16).hex()
+        plan = plan_launch(config, facts, sys.executable, token)
+        if dry_run:
+            print(dumps(plan, redact))
+            return 0
+        if plan.role is Role.SINGLE:
+            from .run.single import run_single
+
+            return run_single(plan, environ, sys.executable, waker)
+        from .run.master import run_master
+        from .run.worker import run_worker
+
+        if plan.role is Role.MASTER:
+            return run_master(plan, environ, sys.executable, waker, token)
+        return run_worker(plan, sys.executable, waker)
+    except ToolkitError as e:
+        _fail(e.kind, str(e), write_file=not dry_run)
+        return int(e.exit_code)
+    except Exception as e:  # a bug in the toolkit: still report it the SageMaker way
+        import traceback
+
+        traceback.print_exc()
+        _fail(FailureKind.INTERNAL_ERROR, f"{type(e).__name__}: {e}", write_file=not dry_run)
+        return int(ExitCode.INTERNAL_ERROR)
+
+
+def console_main() -> None:
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""The container's stderr, shared by the toolkit's own messages and the program's relayed stderr.
+
+One lock serialises whole-line writes, so a toolkit message never lands inside a program's line.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from typing import Callable
+
+STDERR_LOCK = threading.Lock()
+_prefix = "[train] "
+_redact: Callable[[str], str] = str  # masks secret values (smtrain.config.secrets.Redactor)
+
+__all__ = ["STDERR_LOCK", "log", "redact", "set_prefix", "set_redactor", "write_all"]
+
+
+def set_prefix(prefix: str) -> None:
+    """Mark this process's messages, e.g. as one rank's: `[train rank 3] `."""
+    global _prefix
+    _prefix = prefix
+
+
+def set_redactor(redact: Callable[[str], str]) -> None:
+    """Mask secret values in every message this process logs from now on."""
+    global _redact
+    _redact = redact
+
+
+def redact(text: str) -> str:
+    """`text` with the secret values this process knows of masked (for the failure file, too)."""
+    return _redact(text)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        written = os.write(fd, view)
+        view = view[written:]
+
+
+def log(message: str) -> None:
+    """A toolkit message on stderr, one line per call, marked as the toolkit's."""
+    lines = "".join(f"{_prefix}{line}\n" for line in _redact(message).splitlines() or [""])
+    with STDERR_LOCK:
+        write_all(2, lines.encode("utf-8", "replace"))

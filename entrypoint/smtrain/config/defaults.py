@@ -1,0 +1,23 @@
+"""Every default the toolkit uses, defined once (the README's settings table lists them)."""
+from __future__ import annotations
+
+DEFAULT_BASE_DIR = "/opt/ml"
+# SageMaker stops a job 120 s after SIGTERM; leave the toolkit time to report after the grace period.
+DEFAULT_GRACE_PERIOD_S = 110.0
+DEFAULT_CONTROL_PORT = 7077
+DEFAULT_MONITOR_INTERVAL_MS = 500.0
+DEFAULT_SSHD_CONFIG = "/etc/ssh/sshd_config"
+DEFAULT_SSHD_PORT = 22
+SSHD = "/usr/sbin/sshd"
+# The control channel: the master beats every HEARTBEAT_S; a worker that hears nothing for
+# HEARTBEAT_TIMEOUT_S has lost its master.
+HEARTBEAT_S = 1.0
+HEARTBEAT_TIMEOUT_S = 10.0
+# How long the toolkit's helper processes (monitor, demultiplexers, sshd, feeder) get between
+# SIGTERM and SIGKILL, all together, when the job is over.
+HELPER_STOP_S = 3.0
+
+
+def default_peer_wait_s(num_hosts: int) -> float:
+    """How long hosts wait for each other: instances of one job start minutes apart at worst."""
+    return 240.0 + 5.0 * num_hosts

@@ -1,0 +1,322 @@
+"""Read every input of a training job once into one validated, immutable `TrainingConfig`.
+
+Inputs (see shared/DESIGN.md, Contract: inputs): the JSON files under `<base>/input/config/` and a
+few environment variables. Nothing here starts a process or changes a file; errors name the file,
+the field and what was expected.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+import shlex
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional
+
+from ..data.records import RecordFormat
+from ..errors import ConfigError
+from . import hyperparameters as hps
+from .defaults import (
+    DEFAULT_BASE_DIR,
+    DEFAULT_CONTROL_PORT,
+    DEFAULT_GRACE_PERIOD_S,
+    DEFAULT_MONITOR_INTERVAL_MS,
+    DEFAULT_SSHD_CONFIG,
+    DEFAULT_SSHD_PORT,
+    default_peer_wait_s,
+)
+from .model import Channel, InputMode, InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, SshdSettings, TrainingConfig
+
+__all__ = ["load_config"]
+
+CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
+
+
+# ---- reading -------------------------------------------------------------------------------------
+
+
+def _read_json(path: Path, missing: Callable[[], Any]) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return missing()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"{path}: malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
+
+
+def _expect_object(value: Any, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{where}: expected a JSON object, got {_type_name(value)}")
+    return value
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(value), "a number"
+    )
+
+
+def _field(obj: dict, name: str, kind: type, where: str, required: bool = True) -> Any:
+    if name not in obj:
+        if required:
+            raise ConfigError(f"{where}: missing field '{name}' (expected {_kind_name(kind)})")
+        return None
+    value = obj[name]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ConfigError(
+            f"{where}: field '{name}' must be {_kind_name(kind)}, got {_type_name(value)} {json.dumps(value)[:80]}"
+        )
+    return value
+
+
+def _kind_name(kind: type) -> str:
+    return {str: "a string", list: "a list", dict: "an object", int: "an integer"}[kind]
+
+
+def _host_list(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where}: expected a non-empty list of host names, got {json.dumps(value)[:80]}")
+    for host in value:
+        if not isinstance(host, str) or not host.strip():
+            raise ConfigError(f"{where}: every host name must be a non-empty string, got {json.dumps(host)}")
+    duplicates = sorted({h for h in value if value.count(h) > 1})
+    if duplicates:
+        raise ConfigError(f"{where}: duplicated host names {duplicates}; each host must appear once")
+    return tuple(value)
+
+
+def _default_resource_config() -> dict:
+    import socket  # only for a local run without resourceconfig.json
+
+    host = socket.gethostname()
+    return {"current_host": host, "hosts": [host]}
+
+
+def _resources(raw: dict, path: Path, environ: Mapping[str, str]) -> Resources:
+    where = str(path)
+    current = environ.get("SM_CURRENT_HOST") or _field(raw, "current_host", str, where)
+    if "SM_HOSTS" in environ:
+        hosts = _host_list(_parse_env_json(environ, "SM_HOSTS"), "environment variable SM_HOSTS")
+    else:
+        hosts = _host_list(raw.get("hosts"), f"{where}: field 'hosts'")
+    if not current.strip():
+        raise ConfigError(f"{where}: field 'current_host' must be a non-empty host name")
+    if current not in hosts:
+        raise ConfigError(f"{where}: current_host {current!r} is not in hosts {list(hosts)}")
+    groups = []
+    for i, group in enumerate(_field(raw, "instance_groups", list, where, required=False) or []):
+        gwhere = f"{where}: instance_groups[{i}]"
+        group = _expect_object(group, gwhere)
+        groups.append(
+            InstanceGroup(
+                name=_field(group, "instance_group_name", str, gwhere),
+                instance_type=_field(group, "instance_type", str, gwhere, required=False),
+                hosts=_host_list(group.get("hosts"), f"{gwhere}: field 'hosts'"),
+            )
+        )
+    interface = environ.get("SM_NETWORK_INTERFACE_NAME") or _field(
+        raw, "network_interface_name", str, where, required=False
+    )
+    return Resources(
+        current_host=current,
+        hosts=hosts,
+        network_interface_name=interface,
+        current_instance_type=_field(raw, "current_instance_type", str, where, required=False) or "local",
+        current_group_name=_field(raw, "current_group_name", str, where, required=False) or "homogeneousCluster",
+        instance_groups=tuple(groups),
+    )
+
+
+def _record_format(name: str, content_type: Optional[str], decoded: Mapping[str, Any], hp_path: str) -> RecordFormat:
+    """sagemaker_pipe_record_format (one format, or {channel: format}), else the ContentType, else TFRecord."""
+    chosen = decoded.get("sagemaker_pipe_record_format")
+    if isinstance(chosen, dict):
+        chosen = chosen.get(name)
+    if chosen is None:
+        return RecordFormat.from_content_type(content_type) or RecordFormat.TFRECORD
+    try:
+        return RecordFormat.parse(str(chosen))
+    except ValueError:
+        raise ConfigError(
+            f"{hp_path}: sagemaker_pipe_record_format for channel '{name}' is {chosen!r}; "
+            "expected tfrecord, recordio or lines"
+        ) from None
+
+
+def _channels(raw: dict, path: Path, decoded: Mapping[str, Any], hp_path: str) -> tuple[Channel, ...]:
+    channels = []
+    for name, spec in raw.items():
+        where = f"{path}: channel '{name}'"
+        if not CHANNEL_NAME.match(name):
+            raise ConfigError(f"{where}: a channel name must be 1-64 letters, digits, '.', '-' or '_'")
+        spec = _expect_object(spec, where)
+        mode_text = _field(spec, "TrainingInputMode", str, where, required=False) or "File"
+        mode = next((m for m in InputMode if m.value.lower() == mode_text.lower()), None)
+        if mode is None:
+            raise ConfigError(
+                f"{where}: field 'TrainingInputMode' is {mode_text!r}; expected one of File, Pipe, FastFile"
+            )
+        shuffle = spec.get("ShuffleConfig")
+        seed = None
+        if shuffle is not None:
+            seed = _field(_expect_object(shuffle, f"{where}: field 'ShuffleConfig'"), "Seed", int, f"{where}: ShuffleConfig")
+        content_type = _field(spec, "ContentType", str, where, required=False)
+        channels.append(
+            Channel(
+                name=name,
+                mode=mode,
+                content_type=content_type,
+                s3_distribution_type=_field(spec, "S3DistributionType", str, where, required=False),
+                shuffle_seed=seed,
+                record_format=_record_format(name, content_type, decoded, hp_path),
+            )
+        )
+    return tuple(channels)
+
+
+def _parse_env_json(environ: Mapping[str, str], name: str) -> Any:
+    try:
+        return json.loads(environ[name])
+    except json.JSONDecodeError as e:
+        raise ConfigError(f"environment variable {name}: malformed JSON: {e.msg}") from None
+
+
+def _truthy(value: Any) -> bool:
+    """A flag as the SDK writes it: JSON true/false, or the strings 'true'/'false' in any case."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+def _positive_int(decoded: Mapping[str, Any], name: str, where: str) -> Optional[int]:
+    value = decoded.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{where}: hyperparameter '{name}' must be a positive integer, got {json.dumps(value)}")
+    return value
+
+
+def _mpi(decoded: Mapping[str, Any], where: str) -> MpiSettings:
+    options = decoded.get("sagemaker_mpi_custom_mpi_options") or ""
+    if not isinstance(options, str):
+        raise ConfigError(f"{where}: hyperparameter 'sagemaker_mpi_custom_mpi_options' must be a string")
+    try:
+        split = tuple(shlex.split(options))
+    except ValueError as e:
+        raise ConfigError(f"{where}: hyperparameter 'sagemaker_mpi_custom_mpi_options' {options!r}: {e}") from None
+    return MpiSettings(
+        enabled=_truthy(decoded.get("sagemaker_mpi_enabled", False)),
+        processes_per_host=_positive_int(decoded, "sagemaker_mpi_num_of_processes_per_host", where),
+        num_processes=_positive_int(decoded, "sagemaker_mpi_num_processes", where),
+        custom_options=split,
+    )
+
+
+def _program(decoded: Mapping[str, Any], environ: Mapping[str, str], paths: Paths) -> Optional[ProgramSpec]:
+    entry = environ.get("SAGEMAKER_PROGRAM") or decoded.get("sagemaker_program")
+    if entry is None:
+        return None
+    submit = decoded.get("sagemaker_submit_directory") or environ.get("SAGEMAKER_SUBMIT_DIRECTORY") or str(paths.code_dir)
+    submit = str(submit)
+    if submit.startswith("s3://"):
+        local = None
+    elif submit.startswith("file://"):
+        local = Path(submit[len("file://"):])
+    else:
+        local = Path(submit)
+    return ProgramSpec(entry_point=str(entry), submit_dir=submit, local_dir=local)
+
+
+def _duration(decoded: Mapping[str, Any], environ: Mapping[str, str], hp: str, env: str, default: float, where: str,
+              unit: str = "seconds") -> float:
+    raw = environ.get(env, decoded.get(hp))
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = -1.0
+    if not math.isfinite(value) or value < 0:
+        raise ConfigError(f"{where}: {hp} (or {env}) must be a number of {unit} >= 0, got {raw!r}")
+    return value
+
+
+def _port(environ: Mapping[str, str], name: str, default: int) -> int:
+    raw = environ.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not 0 < int(raw) < 65536:
+        raise ConfigError(f"environment variable {name}: expected a TCP port 1-65535, got {raw!r}")
+    return int(raw)
+
+
+def _sshd(environ: Mapping[str, str]) -> SshdSettings:
+    config = environ.get("SMTRAIN_SSHD_CONFIG") or DEFAULT_SSHD_CONFIG
+    if not config.startswith("/"):
+        raise ConfigError(f"environment variable SMTRAIN_SSHD_CONFIG: expected an absolute path, got {config!r}")
+    return SshdSettings(config=config, port=_port(environ, "SMTRAIN_SSHD_PORT", DEFAULT_SSHD_PORT))
+
+
+def _monitor_interval(decoded: Mapping[str, Any], environ: Mapping[str, str], profiler: dict, where: str) -> Optional[float]:
+    """On unless SM_SYSTEM_MONITOR / sagemaker_system_monitor says off; the interval from
+    SM_SYSTEM_MONITOR_INTERVAL_MS, sagemaker_system_monitor_interval_ms, profilerconfig.json's
+    ProfilingIntervalInMilliseconds, else 500 ms."""
+    switch = environ.get("SM_SYSTEM_MONITOR", decoded.get("sagemaker_system_monitor", "on"))
+    if str(switch).lower() in ("off", "false", "0", "no"):
+        return None
+    default = profiler.get("ProfilingIntervalInMilliseconds", DEFAULT_MONITOR_INTERVAL_MS)
+    if isinstance(default, bool) or not isinstance(default, (int, float)):
+        raise ConfigError(f"profilerconfig.json: ProfilingIntervalInMilliseconds must be a number, got {default!r}")
+    interval = _duration(decoded, environ, "sagemaker_system_monitor_interval_ms", "SM_SYSTEM_MONITOR_INTERVAL_MS",
+                         default, where, unit="milliseconds")
+    if interval < 10:
+        raise ConfigError(f"{where}: the system monitor's interval must be at least 10 ms, got {interval:g}")
+    return float(interval)
+
+
+def load_config(environ: Mapping[str, str]) -> TrainingConfig:
+    """Read the config files under SAGEMAKER_BASE_DIR (default /opt/ml) and the environment."""
+    paths = Paths(Path(environ.get("SAGEMAKER_BASE_DIR") or DEFAULT_BASE_DIR))
+    rc_path = paths.config_file("resourceconfig.json")
+    hp_path = paths.config_file("hyperparameters.json")
+    idc_path = paths.config_file("inputdataconfig.json")
+    resource_config = _expect_object(_read_json(rc_path, _default_resource_config), str(rc_path))
+    raw_hps = _expect_object(_read_json(hp_path, dict), str(hp_path))
+    input_data_config = _expect_object(_read_json(idc_path, dict), str(idc_path))
+    checkpoint_config = _expect_object(_read_json(paths.config_file("checkpointconfig.json"), dict), "checkpointconfig.json")
+    profiler_path = paths.config_file("profilerconfig.json")
+    profiler_config = _expect_object(_read_json(profiler_path, dict), str(profiler_path))
+
+    decoded = hps.decode(raw_hps)
+    resources = _resources(resource_config, rc_path, environ)
+    checkpoint_dir = (
+        _field(checkpoint_config, "LocalPath", str, str(paths.config_file("checkpointconfig.json")), required=False)
+        or environ.get("SM_CHECKPOINT_DIR")
+        or str(paths.base / "checkpoints")
+    )
+    return TrainingConfig(
+        paths=paths,
+        resources=resources,
+        channels=_channels(input_data_config, idc_path, decoded, str(hp_path)),
+        hyperparameters=decoded,
+        resource_config=resource_config,
+        input_data_config=input_data_config,
+        program=_program(decoded, environ, paths),
+        mpi=_mpi(decoded, str(hp_path)),
+        checkpoint_dir=Path(checkpoint_dir),
+        grace_period_s=_duration(decoded, environ, "sagemaker_grace_period_seconds", "SM_GRACE_PERIOD_SECONDS",
+                                DEFAULT_GRACE_PERIOD_S, str(hp_path)),
+        peer_wait_s=_duration(decoded, environ, "sagemaker_peer_wait_seconds", "SM_PEER_WAIT_SECONDS",
+                             default_peer_wait_s(len(resources.hosts)), str(hp_path)),
+        control_port=_port(environ, "SM_CONTROL_PORT", DEFAULT_CONTROL_PORT),
+        sshd=_sshd(environ),
+        monitor_interval_ms=_monitor_interval(decoded, environ, profiler_config, str(hp_path)),
+        environ=dict(environ),
+    )

@@ -1,0 +1,159 @@
+"""The typed values that configuration hands to planning: one immutable `TrainingConfig` per job,
+and the facts about this host and the code that are gathered once at the edge."""
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple, Optional
+
+from . import hyperparameters as hps
+from ..data.records import RecordFormat
+
+__all__ = [
+    "Channel", "CodeFacts", "HostFacts", "InputMode", "InstanceGroup", "MpiSettings", "NetworkFacts", "Paths",
+    "ProgramSpec", "Resources", "SshdSettings", "TrainingConfig",
+]
+
+
+class InputMode(enum.Enum):
+    FILE = "File"
+    PIPE = "Pipe"
+    FASTFILE = "FastFile"
+
+
+class Paths(NamedTuple):
+    base: Path
+
+    @property
+    def input_dir(self) -> Path:
+        return self.base / "input"
+
+    @property
+    def input_config_dir(self) -> Path:
+        return self.base / "input" / "config"
+
+    @property
+    def input_data_dir(self) -> Path:
+        return self.base / "input" / "data"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.base / "model"
+
+    @property
+    def code_dir(self) -> Path:
+        return self.base / "code"
+
+    @property
+    def output_dir(self) -> Path:
+        return self.base / "output"
+
+    @property
+    def output_data_dir(self) -> Path:
+        return self.base / "output" / "data"
+
+    @property
+    def output_intermediate_dir(self) -> Path:
+        return self.base / "output" / "intermediate"
+
+    @property
+    def failure_file(self) -> Path:
+        return self.base / "output" / "failure"
+
+    @property
+    def success_file(self) -> Path:
+        return self.base / "output" / "success"
+
+    def config_file(self, name: str) -> Path:
+        return self.input_config_dir / name
+
+
+class Channel(NamedTuple):
+    name: str
+    mode: InputMode
+    content_type: Optional[str]
+    s3_distribution_type: Optional[str]
+    shuffle_seed: Optional[int]
+    record_format: RecordFormat  # how Pipe-mode data is framed
+
+
+class InstanceGroup(NamedTuple):
+    name: str
+    instance_type: Optional[str]
+    hosts: tuple[str, ...]
+
+
+class Resources(NamedTuple):
+    current_host: str
+    hosts: tuple[str, ...]
+    network_interface_name: Optional[str]  # None when the file does not say
+    current_instance_type: str
+    current_group_name: str
+    instance_groups: tuple[InstanceGroup, ...]
+
+
+class MpiSettings(NamedTuple):
+    enabled: bool
+    processes_per_host: Optional[int]  # None: one per GPU, else 1
+    num_processes: Optional[int]
+    custom_options: tuple[str, ...]
+
+
+class ProgramSpec(NamedTuple):
+    entry_point: str  # as given: SAGEMAKER_PROGRAM or sagemaker_program
+    submit_dir: str  # as given (SM_MODULE_DIR); the local folder is `local_dir`
+    local_dir: Optional[Path]  # None for an s3:// submit directory
+
+
+class TrainingConfig(NamedTuple):
+    paths: Paths
+    resources: Resources
+    channels: tuple[Channel, ...]
+    hyperparameters: Mapping[str, Any]  # decoded, all of them
+    resource_config: Mapping[str, Any]  # the file's content, for SM_RESOURCE_CONFIG
+    input_data_config: Mapping[str, Any]  # the file's content, for SM_INPUT_DATA_CONFIG
+    program: Optional[ProgramSpec]
+    mpi: MpiSettings
+    checkpoint_dir: Path
+    sshd: "SshdSettings"  # what a worker host starts for mpirun to reach it
+    grace_period_s: float
+    peer_wait_s: float  # how long the master waits for workers, and workers for the master
+    control_port: int  # the master's control channel (smtrain.run.control)
+    monitor_interval_ms: Optional[float]  # the system monitor's sampling interval; None: switched off
+    environ: Mapping[str, str]  # the environment `train` was started with
+
+    @property
+    def user_hyperparameters(self) -> dict[str, Any]:
+        return hps.user_hyperparameters(self.hyperparameters)
+
+    @property
+    def framework_parameters(self) -> dict[str, Any]:
+        return hps.framework_parameters(self.hyperparameters)
+
+
+class SshdSettings(NamedTuple):
+    config: str  # SMTRAIN_SSHD_CONFIG, default /etc/ssh/sshd_config
+    port: int  # SMTRAIN_SSHD_PORT, default 22
+
+
+class NetworkFacts(NamedTuple):
+    interfaces: tuple[str, ...]
+    default_route_interface: Optional[str]
+    efa_present: bool
+
+
+class CodeFacts(NamedTuple):
+    """What the file system says about the program's code, read once before planning."""
+
+    submit_is_file: bool  # the submit directory is a tarball on this host
+    has_requirements: bool  # a requirements.txt lies beside a local program
+
+
+class HostFacts(NamedTuple):
+    num_cpus: int
+    num_gpus: int
+    num_neurons: int
+    smddprun_installed: bool
+    smddpmprun_installed: bool
+    network: NetworkFacts
+    code: CodeFacts = CodeFacts(False, False)

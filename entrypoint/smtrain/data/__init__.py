@@ -1,0 +1,5 @@
+"""Pipe-mode data on the toolkit's side: record framing (TFRecord, RecordIO, lines), the host's
+demultiplexer that deals one FIFO to several ranks, and the local feeder that plays SageMaker's part."""
+
+# Submodules are imported where they are used, never here: a process loads only what its role needs.
+__all__ = ["demux", "feeder", "records"]

@@ -1,0 +1,272 @@
+"""Reading Pipe-mode channels from a training program, with current TensorFlow.
+
+SageMaker's PipeModeDataset ended with TF 2.14, and `tf.data.TFRecordDataset` cannot read a FIFO
+("Illegal seek"). This module reads the FIFOs itself:
+
+    from entrypoint import pipes
+    for record in pipes.records("train", epoch=0):    # bytes, one record at a time, CRCs checked
+        ...
+    ds = pipes.dataset("train", epochs=3)              # tf.data.Dataset of scalar tf.string
+    ds = ds.map(parse_fn).batch(64)
+
+Each rank reads its own FIFO sequence: `$SM_PIPE_<CHANNEL>_<epoch>` (set by `train`; under
+Horovod every local rank gets its own). The record format comes from `$SM_PIPE_FORMAT_<CHANNEL>`
+(tfrecord, recordio or lines), unless given.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import queue
+import select
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Iterator, Mapping, Optional, Sequence, Union
+
+from .data.records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
+
+__all__ = [
+    "PipeError", "RecordFormat", "channel_format", "dataset", "epoch_batches", "fifo_prefix", "read_epochs", "records",
+]
+
+Format = Union[str, RecordFormat, None]  # "tfrecord", "recordio", "lines"; None: the channel's own
+DEFAULT_WAIT_S = 300.0  # for a FIFO to appear and its writer to connect
+
+
+class PipeError(RuntimeError):
+    """A Pipe-mode channel could not be read: missing FIFO, no writer, corrupt or truncated data."""
+
+
+def fifo_prefix(channel: str, environ: Optional[Mapping[str, str]] = None) -> str:
+    environ = os.environ if environ is None else environ
+    name = f"SM_PIPE_{channel.upper()}"
+    if name not in environ:
+        raise PipeError(f"channel {channel!r}: {name} is not set; is the channel in Pipe mode?")
+    return environ[name]
+
+
+def channel_format(channel: str, record_format: Format = None, environ: Optional[Mapping[str, str]] = None) -> RecordFormat:
+    """`record_format` as given ("tfrecord", "recordio", "lines" or a RecordFormat), else the
+    channel's from `$SM_PIPE_FORMAT_<CHANNEL>`, else TFRecord."""
+    if isinstance(record_format, RecordFormat):
+        return record_format
+    environ = os.environ if environ is None else environ
+    text = record_format or environ.get(f"SM_PIPE_FORMAT_{channel.upper()}", RecordFormat.TFRECORD.value)
+    try:
+        return RecordFormat.parse(text)
+    except ValueError as e:
+        raise PipeError(f"channel {channel!r}: {e}") from None
+
+
+def open_fifo(path: str, timeout: float) -> int:
+    """Open a FIFO for reading once it exists and its writer has connected; bounded by `timeout`."""
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while not os.path.exists(path):
+        if time.monotonic() >= deadline:
+            raise PipeError(f"{path}: no such FIFO after {timeout:g} s (is the channel in Pipe mode, and fed?)")
+        time.sleep(delay)
+        delay = min(delay * 2, 0.2)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN | select.POLLHUP)
+        # Linux reports neither until a writer has connected: data (POLLIN) or an empty epoch (POLLHUP).
+        if not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
+            raise PipeError(f"{path}: nobody wrote to the FIFO within {timeout:g} s")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_batches(fd: int, fmt: RecordFormat, where: str, skip: int = 0) -> Iterator[list[bytes]]:
+    """Lists of records from an open stream until EOF (one list per read of up to 1 MiB), after
+    dropping the first `skip` records unchecked; corrupt or truncated data raises PipeError naming
+    `where`, after the whole records before it."""
+    splitter = RecordSplitter(fmt)
+    try:
+        while skip and splitter.fill_from(fd):
+            skip -= splitter.skip(skip)
+        if skip:
+            raise PipeError(f"{where}: the epoch ended {skip} records before the position to resume from")
+        while splitter.fill_from(fd):
+            batch = splitter.records()
+            if batch:
+                yield batch
+        while batch := splitter.records():
+            yield batch
+        last = splitter.finish()
+        if last is not None:
+            yield [last]
+    except CorruptRecord as e:
+        raise PipeError(f"{where}: {e}") from None
+
+
+def epoch_batches(
+    channel: str,
+    epoch: int = 0,
+    record_format: Format = None,
+    timeout: float = DEFAULT_WAIT_S,
+    environ: Optional[Mapping[str, str]] = None,
+    skip: int = 0,
+) -> Iterator[list[bytes]]:
+    """The records of one epoch of this rank's `channel`, in lists as they arrive."""
+    fmt = channel_format(channel, record_format, environ)
+    fd, where = _open_epoch(channel, epoch, timeout, environ)
+    try:
+        yield from read_batches(fd, fmt, where, skip)
+    finally:
+        os.close(fd)
+
+
+def _open_epoch(channel: str, epoch: int, timeout: float, environ: Optional[Mapping[str, str]]) -> tuple[int, str]:
+    """The open FIFO of one epoch, and how errors name it."""
+    path = f"{fifo_prefix(channel, environ)}_{epoch}"
+    return open_fifo(path, timeout), f"channel {channel!r} epoch {epoch} ({path})"
+
+
+def records(
+    channel: str,
+    epoch: int = 0,
+    record_format: Format = None,
+    timeout: float = DEFAULT_WAIT_S,
+    environ: Optional[Mapping[str, str]] = None,
+    skip: int = 0,
+) -> Iterator[bytes]:
+    """The records of one epoch of this rank's `channel`; `skip` drops that many first records
+    without checking or copying them (to resume an epoch at a checkpoint's Pipe position).
+
+    After a restart SageMaker feeds the channel from FIFO epoch 0 again: read FIFO 0 with `skip` as
+    the rest of the checkpoint's epoch (see smtrain.checkpoints.PipePosition)."""
+    for batch in epoch_batches(channel, epoch, record_format, timeout, environ, skip):
+        yield from batch
+
+
+def read_epochs(
+    channel: str,
+    count: int,
+    start: int = 0,
+    record_format: Format = None,
+    timeout: float = DEFAULT_WAIT_S,
+    environ: Optional[Mapping[str, str]] = None,
+) -> Iterator[bytes]:
+    """The records of `count` epochs, one after the other."""
+    for epoch in range(start, start + count):
+        yield from records(channel, epoch, record_format, timeout, environ)
+
+
+def spool_chunks(
+    channel: str,
+    epochs: Sequence[int],
+    folder: Path,
+    chunk_bytes: int,
+    fmt: RecordFormat,
+    timeout: float,
+    environ: Mapping[str, str],
+    ahead: int = 2,
+) -> Iterator[str]:
+    """Copy whole, CRC-checked records from the FIFOs into chunk files of about `chunk_bytes` under
+    `folder` (a thread runs up to `ahead` chunks ahead); yield each file's name, deleting the one before.
+    At most `ahead` + 2 chunks exist at once."""
+    chunks: queue.Queue = queue.Queue(maxsize=ahead)
+    stop = threading.Event()
+
+    def spool() -> None:
+        index, out, size = 0, -1, 0
+        try:
+            for epoch in epochs:
+                fd, where = _open_epoch(channel, epoch, timeout, environ)
+                splitter = RecordSplitter(fmt)  # CRCs checked here, so errors name the channel and epoch
+                try:
+                    while True:
+                        got = splitter.fill_from(fd)
+                        spans = splitter.frame_spans()
+                        if not spans:
+                            if got:
+                                continue  # not one whole record yet
+                            splitter.finish()  # the end of the epoch: raises for a truncated record
+                            break
+                        if out < 0:
+                            out = os.open(folder / f"chunk-{index:06d}.tfrecord", os.O_WRONLY | os.O_CREAT, 0o600)
+                        with splitter.view() as view:
+                            write_spans(out, view, spans)
+                        size += spans[-1][1] - spans[0][0]
+                        if size >= chunk_bytes:
+                            os.close(out)
+                            chunks.put(str(folder / f"chunk-{index:06d}.tfrecord"))
+                            index, out, size = index + 1, -1, 0
+                        if stop.is_set():
+                            return
+                except CorruptRecord as e:
+                    raise PipeError(f"{where}: {e}") from None
+                finally:
+                    os.close(fd)
+            if out >= 0:
+                os.close(out)
+                chunks.put(str(folder / f"chunk-{index:06d}.tfrecord"))
+            chunks.put(None)
+        except BaseException as e:  # handed to the consumer, who raises it
+            chunks.put(e)
+
+    threading.Thread(target=spool, name=f"pipe-spool-{channel}", daemon=True).start()
+    previous = None
+    try:
+        while (item := chunks.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            if previous:
+                os.unlink(previous)
+            previous = item
+            yield item
+    finally:
+        stop.set()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _spool_folder(channel: str) -> Path:
+    """A fresh folder in shared memory (a file system where it has room) for one dataset's chunks."""
+    base = Path("/dev/shm")
+    try:
+        usable = base.is_dir() and shutil.disk_usage(base).free > (256 << 20)
+    except OSError:
+        usable = False
+    return Path(tempfile.mkdtemp(prefix=f"smtrain-pipe-{channel}-", dir=base if usable else None))
+
+
+def dataset(
+    channel: str,
+    epochs: int = 1,
+    start: int = 0,
+    record_format: Format = None,
+    timeout: float = DEFAULT_WAIT_S,
+    chunk_mb: int = 16,
+):  # -> tf.data.Dataset (TensorFlow is imported only here)
+    """A `tf.data.Dataset` of scalar `tf.string` records over `epochs` epochs from `start`.
+
+    TFRecord channels: whole CRC-checked records are spooled from the FIFO into chunk files of
+    `chunk_mb` in shared memory (bounded: a few chunks at a time) that `tf.data.TFRecordDataset` reads
+    at its own speed. Other formats cross from Python in batches through `from_generator`."""
+    import tensorflow as tf
+
+    fmt = channel_format(channel, record_format)
+    environ = {f"SM_PIPE_{channel.upper()}": fifo_prefix(channel)}
+    if fmt is RecordFormat.TFRECORD:
+        def chunk_names():
+            folder = _spool_folder(channel)
+            yield from spool_chunks(channel, range(start, start + epochs), folder, chunk_mb << 20, fmt, timeout,
+                                    environ)
+
+        names = tf.data.Dataset.from_generator(chunk_names, output_signature=tf.TensorSpec(shape=(), dtype=tf.string))
+        return names.flat_map(tf.data.TFRecordDataset)  # one chunk after the other, each read whole
+
+    def generate():
+        for epoch in range(start, start + epochs):
+            yield from epoch_batches(channel, epoch, fmt, timeout, environ)
+
+    batches = tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec(shape=(None,), dtype=tf.string))
+    return batches.prefetch(2).unbatch()  # prefetch: the FIFO is read while the program computes

@@ -1,0 +1,197 @@
+"""Planning: a pure function from the config and host facts to what `train` will do.
+
+`train --dry-run` prints this plan; `run` only executes it. Nothing here starts a process.
+"""
+from __future__ import annotations
+
+import enum
+import json
+from pathlib import Path
+from typing import Any, Mapping, NamedTuple, Optional
+
+from ..config.defaults import SSHD
+from ..config.hyperparameters import to_cmd_args
+from ..config.model import HostFacts, InputMode, TrainingConfig
+from ..config.secrets import Redactor
+from ..rank.contract import RANK_CONTRACT_ENV, RankContract, without_internals
+from .mpirun import MpiLayout, layout, mpirun_command
+from .pipes import PipeAssignment, PipeChannel, PipeMode, assign_pipes, pipe_env
+from .program import ProgramLaunch, plan_program
+from .smenv import process_env_vars, sm_env_vars
+
+__all__ = ["LaunchPlan", "MpiPlan", "Role", "dumps", "plan_launch"]
+
+
+class Role(enum.Enum):
+    SINGLE = "single"  # one host, or several hosts each running its own copy (no MPI)
+    MASTER = "master"  # runs mpirun for the whole job
+    WORKER = "worker"  # serves the master's ranks and follows the job
+
+
+class MpiPlan(NamedTuple):
+    master: str
+    workers: tuple[str, ...]
+    layout: MpiLayout
+    control_bind: str  # all interfaces when there are workers, loopback alone otherwise
+    control_port: int
+    peer_wait_s: float
+    sshd_argv: tuple[str, ...]  # what a worker runs for mpirun to reach it; empty on the master
+    sshd_port: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "master": self.master,
+            "workers": list(self.workers),
+            "processes_per_host": self.layout.processes_per_host,
+            "num_processes": self.layout.num_processes,
+            "control": f"{self.control_bind}:{self.control_port}",
+            "peer_wait_s": self.peer_wait_s,
+            "sshd": list(self.sshd_argv),
+        }
+
+
+class LaunchPlan(NamedTuple):
+    role: Role
+    host: str
+    program: ProgramLaunch
+    argv: tuple[str, ...]
+    cwd: Path
+    env_set: Mapping[str, str]  # what the toolkit adds to the inherited environment
+    requirements: Optional[Path]  # requirements.txt to pip-install first, if the code has one
+    folders: tuple[Path, ...]  # made before the program starts, as SageMaker provides them
+    grace_period_s: float
+    failure_file: Path
+    success_file: Path
+    mpi: Optional[MpiPlan]  # None: the program runs on this host without MPI
+    pipes: tuple[PipeAssignment, ...]  # which FIFOs the program (each rank) reads
+    demux: tuple[tuple[str, ...], ...]  # demultiplexer processes this host runs beside the ranks
+    monitor: tuple[str, ...]  # the system monitor's command; empty when switched off
+
+    def child_env(self, inherited: Mapping[str, str]) -> dict[str, str]:
+        """The program's environment (mpirun's, on the master): what `train` inherited without the
+        toolkit's own variables, plus the plan's."""
+        env = without_internals(inherited)
+        env.update(self.env_set)
+        return env
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "role": self.role.value,
+            "host": self.host,
+            "argv": list(self.argv),
+            "cwd": str(self.cwd),
+            "fetch_code_from": self.program.fetch_from,
+            "install_requirements": str(self.requirements) if self.requirements else None,
+            "folders": [str(f) for f in self.folders],
+            "grace_period_s": self.grace_period_s,
+            "env": dict(sorted(self.env_set.items())),
+            "mpi": self.mpi.to_json() if self.mpi else None,
+            "pipes": {a.channel: {"mode": a.mode.value, "format": a.record_format.value, "prefix": a.prefix}
+                      for a in self.pipes},
+            "demux": [list(argv) for argv in self.demux],
+            "monitor": list(self.monitor),
+        }
+
+
+def role_of(config: TrainingConfig) -> Role:
+    if not config.mpi.enabled:
+        return Role.SINGLE
+    return Role.MASTER if config.resources.current_host == config.resources.hosts[0] else Role.WORKER
+
+
+def plan_pipes(config: TrainingConfig, ranks_per_host: int, mpi: bool) -> tuple[PipeAssignment, ...]:
+    channels = [PipeChannel(c.name, c.record_format) for c in config.channels if c.mode is InputMode.PIPE]
+    return assign_pipes(channels, config.paths.input_data_dir, ranks_per_host, mpi)
+
+
+def demux_commands(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, python: str) -> tuple[tuple[str, ...], ...]:
+    return tuple(
+        (python, "-m", "smtrain.data.demux", "--data", str(data_dir), "--channel", a.channel,
+         "--ranks", str(ranks), "--format", a.record_format.value)
+        for a in pipes
+        if a.mode is PipeMode.DEMUX
+    )
+
+
+def monitor_command(config: TrainingConfig, python: str) -> tuple[str, ...]:
+    if config.monitor_interval_ms is None:
+        return ()
+    return (python, "-m", "smtrain.profiler.monitor", "--out", str(config.paths.output_dir / "profiler"),
+            "--host", config.resources.current_host, "--interval-ms", f"{config.monitor_interval_ms:g}")
+
+
+def _mpi_plan(config: TrainingConfig, facts: HostFacts, role: Role) -> MpiPlan:
+    hosts = config.resources.hosts
+    sshd = config.sshd
+    return MpiPlan(
+        master=hosts[0],
+        workers=hosts[1:],
+        layout=layout(hosts, config.mpi.processes_per_host, config.mpi.num_processes, facts.num_gpus),
+        control_bind="0.0.0.0" if len(hosts) > 1 else "127.0.0.1",
+        control_port=config.control_port,
+        peer_wait_s=config.peer_wait_s,
+        sshd_argv=(SSHD, "-D", "-e", "-f", sshd.config, "-p", str(sshd.port)) if role is Role.WORKER else (),
+        sshd_port=sshd.port,
+    )
+
+
+def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: str = "") -> LaunchPlan:
+    """What this host does. `token` authenticates rank reports on the MPI control channel."""
+    role = role_of(config)
+    launch = plan_program(config.program, config.paths.code_dir, to_cmd_args(config.user_hyperparameters), python,
+                          facts.code.submit_is_file)
+    pythonpath = str(launch.program_dir)
+    if config.environ.get("PYTHONPATH"):
+        pythonpath += ":" + config.environ["PYTHONPATH"]
+    mpi = _mpi_plan(config, facts, role) if role is not Role.SINGLE else None
+    ranks_per_host = mpi.layout.processes_per_host if mpi else 1
+    pipes = plan_pipes(config, ranks_per_host, mpi is not None)
+    env_set = {
+        **process_env_vars(config),
+        **sm_env_vars(config, facts),
+        "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
+        **pipe_env(pipes, 0),
+        "PYTHONPATH": pythonpath,
+    }
+    argv = launch.argv
+    if role is Role.MASTER and mpi is not None:
+        control_host = mpi.master if mpi.workers else "127.0.0.1"
+        contract = RankContract(control_host, mpi.control_port, token, config.grace_period_s, pipes)
+        env_set[RANK_CONTRACT_ENV] = contract.to_json()
+        command = mpirun_command(
+            mpi.layout,
+            config.resources.current_host,
+            config.resources.network_interface_name,
+            config.resources.current_instance_type,
+            facts.network,
+            {**without_internals(config.environ), **env_set},
+            config.mpi.custom_options,
+            (python, "-m", "smtrain.rank", "--", *launch.argv),
+        )
+        argv = command.argv
+        env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
+    elif role is Role.WORKER:
+        argv = ()  # the master's mpirun starts this host's ranks through sshd
+    requirements = launch.program_dir / "requirements.txt"
+    return LaunchPlan(
+        role=role,
+        host=config.resources.current_host,
+        program=launch,
+        argv=argv,
+        cwd=launch.program_dir,
+        env_set=env_set,
+        requirements=requirements if launch.fetch_from or facts.code.has_requirements else None,
+        folders=(config.paths.model_dir, config.paths.output_data_dir, config.checkpoint_dir),
+        grace_period_s=config.grace_period_s,
+        failure_file=config.paths.failure_file,
+        success_file=config.paths.success_file,
+        mpi=mpi,
+        pipes=pipes,
+        demux=demux_commands(pipes, config.paths.input_data_dir, ranks_per_host, python),
+        monitor=monitor_command(config, python),
+    )
+
+
+def dumps(plan: LaunchPlan, redact: Redactor = Redactor()) -> str:
+    """The plan as JSON for `train --dry-run`, secret values masked."""
+    return redact(json.dumps(plan.to_json(), indent=2))

@@ -1,0 +1,122 @@
+"""The `mpirun` command line, as a pure function of the config, the host facts and the environment.
+
+Choices (and why):
+- The master's own host is given to Open MPI as `localhost`: in SDK local mode the container's
+  hostname is its id, not `algo-1-xxxxx`, and Open MPI must still start the master's ranks locally.
+- The interface from `network_interface_name` is used for BTL, OOB and NCCL only where it exists;
+  otherwise (SDK local mode says `ethwe`, containers have `eth0`) the default-route interface.
+- A rank failing aborts the job at once (`orte_abort_on_non_zero_status`, no SIGTERM-to-SIGKILL
+  delay): graceful stops go through `train`'s own signal path, not through mpirun's kill.
+- No `--tag-output`: it prefixes every line, which breaks SageMaker metric regexes anchored at `^`.
+- EFA (`FI_PROVIDER=efa`) only on EFA instance types where an EFA device is present; device RDMA
+  where the instance type has it; `NCCL_PROTO=simple` only for EFA without RDMA (out-of-order delivery).
+"""
+from __future__ import annotations
+
+from typing import Mapping, NamedTuple, Optional, Sequence
+
+from ..config.model import NetworkFacts
+
+EFA_INSTANCE_TYPES = frozenset(
+    {
+        "ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g4dn.16xlarge", "ml.g4dn.metal",
+        "ml.g5.48xlarge", "ml.g6.48xlarge", "ml.g6e.48xlarge",
+        "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge",
+        "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p5en.48xlarge",
+        "ml.trn1.32xlarge", "ml.trn1n.32xlarge",
+    }
+)  # fmt: skip
+EFA_RDMA_INSTANCE_TYPES = frozenset(
+    {
+        "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p5en.48xlarge",
+        "ml.trn1.32xlarge", "ml.trn1n.32xlarge",
+    }
+)  # fmt: skip
+# Variables that describe one host or one login, never the job: they must not travel with -x.
+NOT_EXPORTED = frozenset(
+    {
+        "HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "TERM", "SHELL", "HOME", "USER", "LOGNAME", "MAIL",
+        "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "DISPLAY", "LS_COLORS", "PS1",
+        "CURRENT_HOST", "SM_CURRENT_HOST",
+    }
+)  # fmt: skip
+NOT_EXPORTED_PREFIXES = ("BASH_FUNC_", "OMPI_", "PMIX_", "OPAL_", "ORTE_")
+
+
+class MpirunCommand(NamedTuple):
+    argv: tuple[str, ...]
+    env: dict[str, str]  # the environment mpirun runs with; -x names what travels, values stay off argv
+
+
+class MpiLayout(NamedTuple):
+    hosts: tuple[str, ...]
+    processes_per_host: int
+    num_processes: int
+
+
+def layout(hosts: Sequence[str], processes_per_host: Optional[int], num_processes: Optional[int], num_gpus: int) -> MpiLayout:
+    per_host = processes_per_host or max(num_gpus, 1)
+    return MpiLayout(tuple(hosts), per_host, num_processes or per_host * len(hosts))
+
+
+def choose_interface(wanted: Optional[str], network: NetworkFacts) -> Optional[str]:
+    """The interface to pin MPI and NCCL to, or None to leave Open MPI's own choice (loopback only)."""
+    if wanted and wanted in network.interfaces:
+        return wanted
+    return network.default_route_interface
+
+
+def is_exported(name: str) -> bool:
+    return (
+        name not in NOT_EXPORTED
+        and not name.startswith(NOT_EXPORTED_PREFIXES)
+        and "=" not in name
+        and name.isascii()
+        and name != ""
+    )
+
+
+def mpirun_command(
+    job: MpiLayout,
+    current_host: str,
+    wanted_interface: Optional[str],
+    instance_type: str,
+    network: NetworkFacts,
+    env: Mapping[str, str],
+    custom_options: Sequence[str],
+    rank_argv: Sequence[str],
+) -> MpirunCommand:
+    """mpirun ... <rank_argv>. Every exportable variable of `env` travels to the ranks by name
+    (`-x NAME`), so no value, a credential say, appears on a command line."""
+    hosts = ["localhost" if h == current_host else h for h in job.hosts]
+    argv = [
+        "mpirun",
+        "--allow-run-as-root",
+        "--host", ",".join(f"{h}:{job.processes_per_host}" for h in hosts),
+        "-np", str(job.num_processes),
+        "--bind-to", "none",
+        "--map-by", "slot",
+        "--mca", "plm_rsh_no_tree_spawn", "1",
+        "--mca", "pml", "ob1",
+        "--mca", "btl", "^openib",
+        "--mca", "btl_vader_single_copy_mechanism", "none",
+        "--mca", "orte_abort_on_non_zero_status", "1",
+        "--mca", "odls_base_sigkill_timeout", "0",
+    ]  # fmt: skip
+    run_env = dict(env)
+    interface = choose_interface(wanted_interface, network)
+    if interface:
+        argv += ["--mca", "btl_tcp_if_include", interface, "--mca", "oob_tcp_if_include", interface]
+        run_env["NCCL_SOCKET_IFNAME"] = interface
+    if instance_type in EFA_INSTANCE_TYPES and network.efa_present:
+        run_env["FI_PROVIDER"] = "efa"
+        if instance_type in EFA_RDMA_INSTANCE_TYPES:
+            run_env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+        else:
+            run_env["NCCL_PROTO"] = "simple"
+    for name in sorted(run_env):
+        if is_exported(name):
+            argv += ["-x", name]
+    argv += list(custom_options)
+    argv += list(rank_argv)
+    return MpirunCommand(tuple(argv), run_env)

@@ -1,0 +1,59 @@
+"""The master-to-rank contract: everything a rank launcher needs from the master's `train`, as one
+typed value.
+
+It travels to every rank in one environment variable (`RANK_CONTRACT_ENV`), named on mpirun's `-x`
+list so that its value (the control token among it) is on no command line. The rank launcher reads
+it and removes every toolkit variable (`SMTRAIN_*`) before the program starts: the program never
+sees the toolkit's internals.
+"""
+from __future__ import annotations
+
+import json
+from typing import Mapping, NamedTuple, Optional
+
+from ..data.records import RecordFormat
+from ..plan.pipes import PipeAssignment, PipeMode
+
+RANK_CONTRACT_ENV = "SMTRAIN_RANK_CONTRACT"
+INTERNAL_PREFIX = "SMTRAIN_"
+
+__all__ = ["INTERNAL_PREFIX", "RANK_CONTRACT_ENV", "RankContract", "without_internals"]
+
+
+class RankContract(NamedTuple):
+    control_host: str  # where the master's control server listens
+    control_port: int
+    token: str  # authenticates this job's rank reports
+    grace_period_s: float  # between a shutdown signal and SIGKILL
+    pipes: tuple[PipeAssignment, ...]  # which FIFOs each local rank reads
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "control": [self.control_host, self.control_port],
+            "token": self.token,
+            "grace_period_s": self.grace_period_s,
+            "pipes": [[a.channel, a.mode.value, a.record_format.value, a.prefix] for a in self.pipes],
+        }, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> "RankContract":
+        raw = json.loads(text)
+        host, port = raw["control"]
+        return cls(
+            control_host=str(host),
+            control_port=int(port),
+            token=str(raw["token"]),
+            grace_period_s=float(raw["grace_period_s"]),
+            pipes=tuple(PipeAssignment(c, PipeMode(m), RecordFormat(f), p) for c, m, f, p in raw["pipes"]),
+        )
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> Optional["RankContract"]:
+        """The contract, or None when the launcher runs outside a job of `train` (by hand, in a test)."""
+        text = environ.get(RANK_CONTRACT_ENV)
+        return cls.from_json(text) if text else None
+
+
+def without_internals(environ: Mapping[str, str]) -> dict[str, str]:
+    """A copy of `environ` without the toolkit's own variables."""
+    return {k: v for k, v in environ.items() if not k.startswith(INTERNAL_PREFIX)}

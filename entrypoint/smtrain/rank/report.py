@@ -1,0 +1,87 @@
+"""A failed rank's report to the master, and which failed rank the master blames (pure).
+
+The rank launcher sends a `RankFailure` over the control channel: an early one as soon as a Python
+traceback appears on the program's stderr, a final one when the program ended non-zero.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, NamedTuple, Optional, Sequence
+
+HOROVOD_CONSEQUENCE = "Horovod has been shut down"
+
+__all__ = ["HOROVOD_CONSEQUENCE", "RankFailure", "is_consequence", "root_cause"]
+
+
+class RankFailure(NamedTuple):
+    host: str
+    rank: int
+    local_rank: int
+    final: bool  # the program ended (False: an early report, sent when a traceback appeared)
+    program: str
+    error_at: float  # wall clock (comparable across hosts) of the first traceback, else of the end
+    stderr_tail: str
+    traceback_seen: Optional[bool] = None  # final reports: whether a traceback came before the end
+    exit_code: Optional[int] = None  # final reports: the program's status
+    term_signal: Optional[int] = None
+    shutdown_signal: Optional[int] = None  # a shutdown signal the rank's launcher received
+    killed_after_grace: bool = False
+
+    def to_fields(self) -> dict[str, Any]:
+        return self._asdict()
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any]) -> "RankFailure":
+        """From a control message's fields; ValueError when one is missing or of the wrong type."""
+        try:
+            return cls(
+                host=str(fields["host"]),
+                rank=int(fields["rank"]),
+                local_rank=int(fields["local_rank"]),
+                final=bool(fields["final"]),
+                program=str(fields["program"]),
+                error_at=float(fields["error_at"]),
+                stderr_tail=str(fields.get("stderr_tail", "")),
+                traceback_seen=_optional(fields.get("traceback_seen"), bool),
+                exit_code=_optional(fields.get("exit_code"), int),
+                term_signal=_optional(fields.get("term_signal"), int),
+                shutdown_signal=_optional(fields.get("shutdown_signal"), int),
+                killed_after_grace=bool(fields.get("killed_after_grace", False)),
+            )
+        except (KeyError, TypeError) as e:
+            raise ValueError(f"not a rank report: {e}") from None
+
+
+def _optional(value: Any, kind: type) -> Any:
+    return None if value is None else kind(value)
+
+
+def is_consequence(report: RankFailure) -> bool:
+    """A rank that failed because another did: Horovod says so on its stderr, or the rank showed no
+    error of its own and ended after its launcher was told to shut down (mpirun's abort)."""
+    if HOROVOD_CONSEQUENCE in report.stderr_tail:
+        return True
+    return report.final and report.shutdown_signal is not None and report.traceback_seen is False
+
+
+def root_cause(reports: Sequence[RankFailure]) -> Optional[RankFailure]:
+    """The failed rank to blame. A rank's final report replaces its early one. Leaving out the
+    consequences (`is_consequence`):
+    - final reports (the rank ended non-zero), earliest traceback first (each rank's wall clock);
+    - else early reports (a traceback appeared, then the launcher was killed by mpirun's abort),
+      the latest first: an earlier one may be a traceback the program handled and went on from;
+    - else whatever there is, earliest first."""
+    by_rank: dict[tuple[str, int], RankFailure] = {}
+    for report in reports:
+        key = (report.host, report.rank)
+        if key not in by_rank or report.final:
+            by_rank[key] = report
+    ranked = list(by_rank.values())
+    if not ranked:
+        return None
+    causes = [r for r in ranked if not is_consequence(r)]
+    finals = [r for r in causes if r.final]
+    if finals:
+        return min(finals, key=lambda r: r.error_at)
+    if causes:
+        return max(causes, key=lambda r: r.error_at)
+    return min(ranked, key=lambda r: r.error_at)

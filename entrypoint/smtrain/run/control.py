@@ -1,0 +1,238 @@
+"""The job's control channel: the master's `train` tells the workers' `train` how the job goes.
+
+Why not watch for an `orted` process, as sagemaker-training does: a job shorter than the polling
+interval is never seen, and a worker cannot tell a finished job from a lost master. Here the master
+says so explicitly, over one TCP connection per worker, as newline-delimited JSON objects whose
+`type` is a `MessageType`:
+
+    worker -> master   hello {host}                 once sshd is up
+    master -> worker   start                        mpirun starts
+                       heartbeat                    every HEARTBEAT_S
+                       signal {signum}              forward signum to your ranks
+                       end {status, reason}         the job is over: exit with status
+    rank   -> master   rank-exit {token, RankFailure fields}   a rank failed (smtrain.rank.report)
+
+A worker that reads nothing for HEARTBEAT_TIMEOUT_S, or whose connection breaks, has lost its master.
+"""
+from __future__ import annotations
+
+import enum
+import json
+import socket
+import threading
+import time
+from typing import Any, Callable, Mapping, NamedTuple, Optional
+
+from ..config.defaults import HEARTBEAT_S
+from ..rank.report import RankFailure, root_cause
+
+MAX_MESSAGE = 64 * 1024
+
+__all__ = ["ControlServer", "LineReader", "Message", "MessageType", "connect", "encode"]
+
+
+class MessageType(enum.Enum):
+    HELLO = "hello"
+    START = "start"
+    HEARTBEAT = "heartbeat"
+    SIGNAL = "signal"
+    END = "end"
+    RANK_EXIT = "rank-exit"
+    INVALID = "invalid"  # what a reader makes of a line that is not a message
+
+
+class Message(NamedTuple):
+    type: MessageType
+    fields: Mapping[str, Any]
+
+
+def encode(kind: MessageType, **fields: Any) -> bytes:
+    return json.dumps({"type": kind.value, **fields}, separators=(",", ":")).encode() + b"\n"
+
+
+def decode(line: bytes) -> Message:
+    try:
+        raw = json.loads(line)
+        kind = MessageType(raw.pop("type"))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return Message(MessageType.INVALID, {})
+    return Message(kind, raw)
+
+
+class LineReader:
+    """Reads newline-delimited JSON messages from a socket with a per-read timeout."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buffer = bytearray()
+
+    def has_buffered(self) -> bool:
+        return b"\n" in self._buffer
+
+    def read(self, timeout: Optional[float]) -> Optional[Message]:
+        """The next message; None at EOF. Raises TimeoutError when none comes within `timeout`."""
+        while b"\n" not in self._buffer:
+            if len(self._buffer) > MAX_MESSAGE:
+                raise ValueError("control message too long")
+            self.sock.settimeout(timeout)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                raise TimeoutError from None
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer = bytearray(rest)
+        return decode(line)
+
+
+class ControlServer:
+    """The master's side. Threads: one accepting, one reading per connection, one heartbeat."""
+
+    def __init__(self, bind: str, port: int, token: str, log: Callable[[str], None]) -> None:
+        self.token = token
+        self._log = log
+        self._listener = socket.create_server((bind, port), reuse_port=False, backlog=256)
+        self.port = self._listener.getsockname()[1]
+        self._lock = threading.Condition()
+        self._workers: dict[str, socket.socket] = {}
+        self._lost: list[tuple[float, str]] = []
+        self._reports: list[RankFailure] = []
+        self._ended = False
+        self._closed = False
+        threading.Thread(target=self._accept, name="control-accept", daemon=True).start()
+
+    # -- queries -------------------------------------------------------------------------------
+    def wait_for_workers(self, hosts: list[str], deadline: float) -> list[str]:
+        """Wait until every host in `hosts` said hello; return those that did not by `deadline`."""
+        with self._lock:
+            while True:
+                missing = [h for h in hosts if h not in self._workers]
+                remaining = deadline - time.monotonic()
+                if not missing or remaining <= 0:
+                    return missing
+                self._lock.wait(remaining)
+
+    def first_report(self, quiet_s: float = 0.3, max_wait_s: float = 2.0) -> Optional[RankFailure]:
+        """The root cause among the failed ranks' reports (`root_cause`). Waits until no report came
+        for `quiet_s` (at most `max_wait_s`): mpirun may end while reports are in flight."""
+        deadline = time.monotonic() + max_wait_s
+        with self._lock:
+            while time.monotonic() < deadline:
+                count = len(self._reports)
+                self._lock.wait(min(quiet_s, max(0.0, deadline - time.monotonic())))
+                if len(self._reports) == count:
+                    break
+            reports = list(self._reports)
+        return root_cause(reports)
+
+    def lost_hosts(self) -> list[str]:
+        with self._lock:
+            return [host for _, host in sorted(self._lost)]
+
+    # -- messages to workers -------------------------------------------------------------------
+    def broadcast(self, kind: MessageType, **fields: Any) -> None:
+        data = encode(kind, **fields)
+        with self._lock:
+            peers = list(self._workers.items())
+        for host, sock in peers:
+            try:
+                sock.sendall(data)
+            except OSError:
+                pass  # its reader thread notices the loss
+
+    def start_heartbeat(self) -> None:
+        def beat() -> None:
+            while not self._closed:
+                self.broadcast(MessageType.HEARTBEAT)
+                time.sleep(HEARTBEAT_S)
+
+        threading.Thread(target=beat, name="control-heartbeat", daemon=True).start()
+
+    def end(self, status: int, reason: str, linger_s: float = 2.0) -> None:
+        """Tell every worker the job is over; wait (bounded) until they have hung up."""
+        with self._lock:
+            self._ended = True
+        self.broadcast(MessageType.END, status=status, reason=reason)
+        deadline = time.monotonic() + linger_s
+        with self._lock:
+            while self._workers and time.monotonic() < deadline:
+                self._lock.wait(deadline - time.monotonic())
+
+    def close(self) -> None:
+        self._closed = True
+        self._listener.close()
+        with self._lock:
+            for sock in self._workers.values():
+                sock.close()
+
+    # -- threads -------------------------------------------------------------------------------
+    def _accept(self) -> None:
+        while not self._closed:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(sock,), name="control-peer", daemon=True).start()
+
+    def _serve(self, sock: socket.socket) -> None:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        reader = LineReader(sock)
+        try:
+            first = reader.read(timeout=30)
+        except (TimeoutError, ValueError):
+            sock.close()
+            return
+        if first and first.type is MessageType.RANK_EXIT and first.fields.get("token") == self.token:
+            try:
+                report = RankFailure.from_fields(first.fields)
+            except ValueError as e:
+                self._log(f"ignoring a malformed rank report: {e}")
+            else:
+                with self._lock:
+                    self._reports.append(report)
+                    self._lock.notify_all()
+            sock.close()
+            return
+        if not first or first.type is not MessageType.HELLO or not isinstance(first.fields.get("host"), str):
+            sock.close()
+            return
+        host = first.fields["host"]
+        with self._lock:
+            self._workers[host] = sock
+            self._lock.notify_all()
+        self._log(f"worker {host} is ready")
+        while True:  # workers send nothing more; this only notices when one goes away
+            try:
+                if reader.read(timeout=None) is None:
+                    break
+            except (TimeoutError, ValueError):
+                break
+        with self._lock:
+            if self._workers.get(host) is sock:
+                del self._workers[host]
+            if not self._ended:
+                self._lost.append((time.monotonic(), host))
+                self._log(f"lost the connection to worker {host}")
+            self._lock.notify_all()
+        sock.close()
+
+
+def connect(host: str, port: int, deadline: float, message: bytes) -> Optional[socket.socket]:
+    """Connect to host:port, retrying until `deadline`; send `message` (from `encode`). None if never reachable."""
+    delay = 0.05
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        try:
+            sock = socket.create_connection((host, port), timeout=min(2.0, remaining))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.sendall(message)
+            return sock
+        except OSError:
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 1.0)

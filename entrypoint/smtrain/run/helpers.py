@@ -1,0 +1,94 @@
+"""The toolkit's own processes beside the program (system monitor, demultiplexers, sshd, feeder):
+started in their own sessions, their output relayed in whole lines, and stopped along one path.
+
+Stopping: every helper gets SIGTERM at once, then all are waited for against one deadline, then
+whatever is left gets SIGKILL. One helper that ignores SIGTERM costs the deadline once, not once
+per helper, so `train` ends within the grace period plus a few seconds.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from typing import Callable, NamedTuple, Optional, Sequence
+
+from ..common.console import log
+from ..config.defaults import HELPER_STOP_S
+from .streams import LineRelay
+
+__all__ = ["Helper", "HelperGroup", "spawn_helper", "stop_all"]
+
+
+class Helper(NamedTuple):
+    name: str  # for log lines: "monitor", "demultiplexer train", "sshd"
+    process: subprocess.Popen
+
+
+def spawn_helper(argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None) -> subprocess.Popen:
+    """Start one helper in its own session. Its output goes through a relay into our stderr, in
+    whole lines under the console lock, so it never lands inside a line of the program's."""
+    read_fd, write_fd = os.pipe()
+    try:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+                                start_new_session=True, preexec_fn=preexec_fn)
+    except BaseException:
+        os.close(read_fd)
+        raise
+    finally:
+        os.close(write_fd)
+    LineRelay(read_fd, 2).start()
+    return proc
+
+
+def stop_all(helpers: Sequence[Helper], wait_s: float = HELPER_STOP_S) -> None:
+    """SIGTERM to every helper at once; one deadline for all; SIGKILL to the rest; reap them all."""
+    running = [h for h in helpers if h.process.poll() is None]
+    for helper in running:
+        _signal(helper.process, signal.SIGTERM)
+    deadline = time.monotonic() + wait_s
+    while running and time.monotonic() < deadline:
+        running = [h for h in running if h.process.poll() is None]
+        if running:
+            time.sleep(0.02)
+    for helper in running:
+        log(f"{helper.name} did not stop within {wait_s:g} s of SIGTERM: sending SIGKILL")
+        _signal(helper.process, signal.SIGKILL)
+    for helper in running:
+        try:
+            helper.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:  # unkillable (stuck in the kernel): nothing more to do
+            log(f"{helper.name} (pid {helper.process.pid}) survived SIGKILL")
+
+
+def _signal(process: subprocess.Popen, signum: int) -> None:
+    try:
+        process.send_signal(signum)
+    except ProcessLookupError:
+        pass
+
+
+class HelperGroup:
+    """The helpers one `train` started; `stop()` ends them all along the one shutdown path. Used as
+    a context manager, a failure while starting still stops those already running."""
+
+    def __init__(self) -> None:
+        self.helpers: list[Helper] = []
+
+    def start(self, name: str, argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None) -> Helper:
+        helper = Helper(name, spawn_helper(argv, preexec_fn))
+        self.helpers.append(helper)
+        return helper
+
+    @property
+    def pids(self) -> list[int]:
+        return [h.process.pid for h in self.helpers]
+
+    def stop(self) -> None:
+        stop_all(self.helpers)
+
+    def __enter__(self) -> "HelperGroup":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

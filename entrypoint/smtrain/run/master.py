@@ -1,0 +1,111 @@
+"""The master host of an MPI job: waits for the workers, runs mpirun, tells the workers how the job
+goes (smtrain.run.control), and ends with the job's outcome."""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import time
+
+from ..common import linux
+from ..common.console import log
+from ..errors import FailureKind, PeersUnreachable, StartupFailed
+from ..plan.launch import LaunchPlan
+from .control import ControlServer, MessageType
+from .helpers import HelperGroup
+from .outcome import FileState, describe_program_failure, failure_text, oom_kill_count
+from .single import finish, prepare, program_failure, start_helpers
+from .supervise import ProcessResult, SignalWaker, supervise
+
+__all__ = ["run_master", "signal_ranks"]
+
+# The processes that start ranks: their children are the rank launchers.
+RANK_PARENTS = {b"orted", b"mpirun", b"orterun", b"prted", b"prterun"}
+
+
+def signal_ranks(root: int, signum: int) -> int:
+    """Send `signum` to every rank launcher under `root` (children of mpirun/orted); how many got it."""
+    sent = 0
+    for daemon in [root, *linux.descendants_of(root)]:
+        if linux.command_name(daemon) in RANK_PARENTS:
+            for rank in linux.children_of(daemon):
+                try:
+                    os.kill(rank, signum)
+                    sent += 1
+                except ProcessLookupError:
+                    pass
+    return sent
+
+
+def _job_outcome(result: ProcessResult, server: ControlServer, program: str, oom_before: object) -> tuple[int, str]:
+    """The job's status and reason: the first failing rank's, else a lost host, else mpirun's."""
+    if result.exit_code == 0:
+        return 0, ""
+    report = server.first_report()
+    if report is not None:
+        ranks = ProcessResult(
+            # an early report only (its launcher killed by mpirun's abort): an uncaught exception, status 1
+            exit_code=report.exit_code or 1,
+            term_signal=report.term_signal,
+            shutdown_signal=report.shutdown_signal,
+            killed_after_grace=report.killed_after_grace,
+            stderr_tail=report.stderr_tail.encode(),
+        )
+        where = f"{program} (rank {report.rank}, local rank {report.local_rank}, on host {report.host})"
+        kind, what = describe_program_failure(ranks, where, oom_killed=False)
+        return ranks.exit_code, failure_text(kind, what, ranks.stderr_tail)
+    lost = server.lost_hosts()
+    if lost:
+        what = f"lost worker host {lost[0]} during the job; mpirun exited with status {result.exit_code}"
+        return result.exit_code, failure_text(FailureKind.HOST_LOST, what, result.stderr_tail)
+    return result.exit_code, program_failure(result, f"mpirun ({program})", oom_before)
+
+
+def _open_control(plan: LaunchPlan, token: str) -> ControlServer:
+    assert plan.mpi is not None
+    try:
+        return ControlServer(plan.mpi.control_bind, plan.mpi.control_port, token, log)
+    except OSError as e:
+        raise StartupFailed(
+            f"cannot listen on the control port {plan.mpi.control_bind}:{plan.mpi.control_port}: {e.strerror} "
+            "(set SM_CONTROL_PORT to a free port)"
+        ) from None
+
+
+def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, waker: SignalWaker, token: str) -> int:
+    assert plan.mpi is not None
+    mpi = plan.mpi
+    failure_at_start = FileState.of(plan.failure_file)
+    prepare(plan, python)
+    with HelperGroup() as helpers:
+        start_helpers(plan, helpers)
+        server = _open_control(plan, token)
+        try:
+            server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
+            if mpi.workers:
+                log(f"waiting up to {mpi.peer_wait_s:g} s for workers {', '.join(mpi.workers)}")
+                missing = server.wait_for_workers(list(mpi.workers), time.monotonic() + mpi.peer_wait_s)
+                if missing:
+                    error = PeersUnreachable(
+                        f"workers {', '.join(missing)} did not report within {mpi.peer_wait_s:g} s "
+                        f"(their train must reach {mpi.master}:{mpi.control_port})"
+                    )
+                    server.end(int(error.exit_code), failure_text(error.kind, str(error)))
+                    raise error
+            server.broadcast(MessageType.START)
+
+            def forward(mpirun_pid: int, signum: int) -> None:
+                ranks = signal_ranks(mpirun_pid, signum)
+                server.broadcast(MessageType.SIGNAL, signum=signum)
+                log(f"forwarded {signal.Signals(signum).name} to {ranks} local rank(s) and to every worker")
+
+            oom_before = oom_kill_count()
+            log(f"host {plan.host}: starting {mpi.layout.num_processes} ranks on {', '.join(mpi.layout.hosts)}: "
+                f"{shlex.join(plan.argv)}")
+            result = supervise(plan.argv, plan.child_env(inherited_env), plan.cwd, plan.grace_period_s, waker,
+                               forward, spare=helpers.pids)
+            status, reason = _job_outcome(result, server, str(plan.program.program_path), oom_before)
+            server.end(status, reason)
+        finally:
+            server.close()
+    return finish(plan, status, reason, failure_at_start)

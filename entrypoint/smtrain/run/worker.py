@@ -1,0 +1,108 @@
+"""A worker host of an MPI job: serves sshd for the master's mpirun, forwards signals to its ranks,
+follows the job on the control channel, and ends with the job's outcome."""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import socket
+import time
+
+from ..common import linux
+from ..common.console import log
+from ..common.signals import SHUTDOWN_SIGNALS
+from ..config.defaults import HEARTBEAT_TIMEOUT_S
+from ..errors import ExitCode, FailureKind, PeersUnreachable
+from ..plan.launch import LaunchPlan
+from . import control
+from .control import MessageType
+from .helpers import HelperGroup
+from .master import signal_ranks
+from .outcome import FileState, failure_text
+from .single import finish, prepare, start_helpers
+from .sshd import start_sshd
+from .supervise import SignalWaker, end_descendants
+
+__all__ = ["run_worker"]
+
+
+def run_worker(plan: LaunchPlan, python: str, waker: SignalWaker) -> int:
+    assert plan.mpi is not None
+    mpi = plan.mpi
+    failure_at_start = FileState.of(plan.failure_file)
+    prepare(plan, python)
+    deadline = time.monotonic() + mpi.peer_wait_s
+    linux.become_subreaper()  # orted daemonizes: it must re-parent to us, not to the host's init
+    try:
+        with HelperGroup() as helpers:
+            start_helpers(plan, helpers)
+            start_sshd(helpers, mpi.sshd_argv, mpi.sshd_port, deadline)
+            log(f"sshd is up; connecting to the master {mpi.master}:{mpi.control_port}")
+            hello = control.encode(MessageType.HELLO, host=plan.host)
+            sock = control.connect(mpi.master, mpi.control_port, deadline, hello)
+            if sock is None:
+                raise PeersUnreachable(
+                    f"master {mpi.master} was not reachable at {mpi.master}:{mpi.control_port} within {mpi.peer_wait_s:g} s"
+                )
+            status, reason = _follow(plan, sock, waker)
+    finally:
+        end_descendants(waker, 2.0)  # ranks or daemons the job left behind: nothing outlives train
+    return finish(plan, status, reason, failure_at_start)
+
+
+def _follow(plan: LaunchPlan, sock: socket.socket, waker: SignalWaker) -> tuple[int, str]:
+    """Follow the job until the master says it ended, or is lost. Returns (status, reason)."""
+    reader = control.LineReader(sock)
+    me = os.getpid()
+    forwarded: set[int] = set()
+    grace_deadline = None
+    last_heard = time.monotonic()
+
+    def forward(signum: int, origin: str) -> None:
+        nonlocal grace_deadline
+        if signum in forwarded and signum in SHUTDOWN_SIGNALS:
+            return  # the same stop asked for twice (locally and by the master): one signal is enough
+        count = signal_ranks(me, signum)
+        if count:
+            forwarded.add(signum)
+        log(f"{origin}: forwarded {signal.Signals(signum).name} to {count} local rank(s)")
+        if signum in SHUTDOWN_SIGNALS and grace_deadline is None:
+            grace_deadline = time.monotonic() + plan.grace_period_s
+
+    while True:
+        timeout = HEARTBEAT_TIMEOUT_S - (time.monotonic() - last_heard)
+        if grace_deadline is not None:
+            timeout = min(timeout, grace_deadline - time.monotonic())
+        readable, _, _ = select.select([sock, waker], [], [], max(0.0, timeout))
+        for signum in waker.wait(0) if waker in readable else ():
+            if signum != signal.SIGCHLD:
+                forward(signum, f"received {signal.Signals(signum).name}")
+        if grace_deadline is not None and time.monotonic() >= grace_deadline:
+            log("grace period is over: sending SIGKILL to the local ranks")
+            signal_ranks(me, signal.SIGKILL)
+            grace_deadline = None
+        if sock in readable or reader.has_buffered():
+            try:
+                message = reader.read(timeout=0.5)
+            except (TimeoutError, ValueError):
+                continue
+            if message is None:
+                return _master_lost(plan, "its connection closed")
+            last_heard = time.monotonic()
+            fields = message.fields
+            if message.type is MessageType.START:
+                log("the job started")
+            elif message.type is MessageType.SIGNAL and isinstance(fields.get("signum"), int):
+                forward(fields["signum"], "the master asked")
+            elif message.type is MessageType.END:
+                status = int(fields.get("status", ExitCode.INTERNAL_ERROR))
+                log(f"the master reports that the job ended with status {status}")
+                return status, str(fields.get("reason", ""))
+        elif time.monotonic() - last_heard >= HEARTBEAT_TIMEOUT_S:
+            return _master_lost(plan, f"nothing heard for {HEARTBEAT_TIMEOUT_S:g} s")
+
+
+def _master_lost(plan: LaunchPlan, how: str) -> tuple[int, str]:
+    assert plan.mpi is not None
+    what = f"lost the master {plan.mpi.master} before the job ended ({how}); stopping this host's ranks"
+    return int(ExitCode.PEERS_UNREACHABLE), failure_text(FailureKind.MASTER_LOST, what)

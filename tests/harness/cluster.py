@@ -1,0 +1,336 @@
+"""A local cluster of simulated SageMaker hosts `algo-1 ... algo-N` on one machine (root only).
+
+Each host has its own network namespace (an `eth0` on a private bridge that lives in a namespace of
+its own, so nothing is added to the machine's network), and runs in its own UTS, mount and PID
+namespaces: its hostname, its `/etc/hosts`, its `/opt/ml` tree (bind-mounted at one common path,
+as every SageMaker host sees `/opt/ml`), root's `~/.ssh`, and its `train` as PID 1, as in a container.
+
+    scripts/cluster.py up NAME --hosts 2 [--mpi 2]   # make hosts with a sample job; prints the folder
+    scripts/cluster.py start NAME                    # run `train` on every host (background)
+    scripts/cluster.py exec NAME algo-2 -- ps aux    # run a command inside a host
+    scripts/cluster.py wait NAME                     # wait for every host's train; print exit statuses
+    scripts/cluster.py down NAME                     # kill everything, remove namespaces and files
+
+Tests use the `Cluster` class directly. Every wait is bounded.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping, Optional, Sequence
+
+from smtrain.common.linux import alive
+
+SUBNET = "10.250.{net}.{host}"
+STATE_ROOT = Path(tempfile.gettempdir()) / "smtrain-clusters"
+SSHD_CONFIG = """Port 22
+ListenAddress 0.0.0.0
+HostKey {ssh}/ssh_host_ed25519_key
+PermitRootLogin prohibit-password
+PubkeyAuthentication yes
+AuthorizedKeysFile {ssh}/authorized_keys
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PrintMotd no
+PidFile none
+"""
+SSH_CLIENT_CONFIG = """Host *
+  IdentityFile /root/.ssh/id_ed25519
+  StrictHostKeyChecking no
+  UserKnownHostsFile /dev/null
+  LogLevel ERROR
+  BatchMode yes
+  ConnectTimeout 10
+"""
+
+
+def _run(*argv: str, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=check, capture_output=True, text=True, timeout=60, **kwargs)
+
+
+class Host:
+    def __init__(self, cluster: "Cluster", index: int) -> None:
+        self.cluster = cluster
+        self.index = index
+        self.name = f"algo-{index}"
+        self.netns = f"smt-{cluster.name}-{index}"
+        self.address = SUBNET.format(net=cluster.net, host=index + 1)
+        self.folder = cluster.folder / "hosts" / self.name
+        self.ml = self.folder / "ml"  # this host's /opt/ml, seen at cluster.ml_mount inside the host
+        self.proc: Optional[subprocess.Popen] = None
+
+    @property
+    def pid1(self) -> Optional[int]:
+        """The host's init (PID 1 of its namespace), as seen from outside."""
+        return _first_child(self.proc.pid) if self.proc is not None else None
+
+    @property
+    def train_pid(self) -> Optional[int]:
+        """The host's `train`, as seen from outside (None once it has exited)."""
+        pid1 = self.pid1
+        return _first_child(pid1) if pid1 is not None else None
+
+    def start(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+        # PID 1 is a minimal init (sh), as `docker run --init` gives: it runs train and, once train
+        # has exited, lists what still lives in the host, so tests can tell that train left nothing.
+        script = (
+            'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" "$4" '
+            '&& mkdir -p /root/.ssh && mount --bind "$5" /root/.ssh && left="$6" && shift 6 || exit 99; '
+            '"$@"; rc=$?; ps -e -o pid=,comm= > "$left"; exit $rc'
+        )
+        c = self.cluster
+        argv = [
+            "ip", "netns", "exec", self.netns,
+            "unshare", "--uts", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private",
+            "sh", "-c", script, "sh", self.name, str(c.folder / "etc_hosts"), str(self.ml), str(c.ml_mount),
+            str(c.folder / "ssh" / "client"), str(self.folder / "leftovers"), *argv,
+        ]  # fmt: skip
+        self.proc = subprocess.Popen(
+            argv, env=dict(env), stdout=open(self.folder / "stdout", "wb"), stderr=open(self.folder / "stderr", "wb")
+        )
+        deadline = time.monotonic() + 10
+        while self.train_pid is None and self.proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+    def signal(self, signum: int) -> None:
+        """Send `signum` to this host's train (as `docker stop` would to the container's entry point)."""
+        pid = self.train_pid
+        if pid is not None:
+            os.kill(pid, signum)
+
+    def kill(self) -> None:
+        """The host dies: SIGKILL its PID 1, which takes every process of its PID namespace with it."""
+        pid = self.pid1
+        if pid is not None:
+            os.kill(pid, signal.SIGKILL)
+
+    def wait(self, timeout: float) -> Optional[int]:
+        if self.proc is None:
+            return None
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def exec(self, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess:
+        pid = self.pid1
+        if pid is None:
+            raise RuntimeError(f"{self.name} is not running")
+        return subprocess.run(["nsenter", "-t", str(pid), "-n", "-u", "-m", "-p", "--", *argv],
+                              capture_output=True, text=True, timeout=timeout)
+
+    def leftovers(self) -> list[str]:
+        """What still ran in this host when its train exited (its init and `ps` aside): `pid comm`."""
+        try:
+            lines = (self.folder / "leftovers").read_text().splitlines()
+        except OSError:
+            return ["<no record: the host's init did not get to write one>"]
+        return [line.strip() for line in lines if line.split()[0] != "1" and line.split()[-1] != "ps"]
+
+    def stdout(self) -> str:
+        return (self.folder / "stdout").read_text(errors="replace")
+
+    def stderr(self) -> str:
+        return (self.folder / "stderr").read_text(errors="replace")
+
+    def failure(self) -> Optional[str]:
+        path = self.ml / "output" / "failure"
+        return path.read_text() if path.exists() else None
+
+
+class Cluster:
+    """N hosts on a private bridge. Use as a context manager: `down()` always runs."""
+
+    def __init__(self, name: str, num_hosts: int, net: int = 1) -> None:
+        if os.geteuid() != 0:
+            raise PermissionError("the cluster harness needs root (network and mount namespaces)")
+        if not 2 <= len(name) <= 6 or not name.isalnum():
+            raise ValueError("a cluster name is 2-6 letters or digits (it goes into interface names)")
+        self.name = name
+        self.net = net
+        self.folder = STATE_ROOT / name
+        self.ml_mount = self.folder / "ml"
+        self.switch = f"smt-{name}-sw"
+        self.hosts = [Host(self, i) for i in range(1, num_hosts + 1)]
+
+    def __enter__(self) -> "Cluster":
+        self.up()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.down()
+
+    def host(self, name: str) -> Host:
+        return next(h for h in self.hosts if h.name == name)
+
+    # -- set-up ----------------------------------------------------------------------------------
+    def up(self) -> None:
+        self.down()
+        self.ml_mount.mkdir(parents=True)
+        self._make_ssh()
+        (self.folder / "etc_hosts").write_text(
+            "127.0.0.1 localhost\n" + "".join(f"{h.address} {h.name}\n" for h in self.hosts)
+        )
+        _run("ip", "netns", "add", self.switch)
+        _run("ip", "-n", self.switch, "link", "add", "br0", "type", "bridge")
+        _run("ip", "-n", self.switch, "link", "set", "br0", "up")
+        for h in self.hosts:
+            h.folder.mkdir(parents=True)
+            (h.ml / "input" / "config").mkdir(parents=True)
+            (h.ml / "code").mkdir()
+            _run("ip", "netns", "add", h.netns)
+            outer = f"s{self.name}{h.index}"
+            _run("ip", "-n", self.switch, "link", "add", outer, "type", "veth", "peer", "name", "eth0", "netns", h.netns)
+            _run("ip", "-n", self.switch, "link", "set", outer, "master", "br0", "up")
+            _run("ip", "-n", h.netns, "addr", "add", f"{h.address}/24", "dev", "eth0")
+            _run("ip", "-n", h.netns, "link", "set", "eth0", "up")
+            _run("ip", "-n", h.netns, "link", "set", "lo", "up")
+            _run("ip", "-n", h.netns, "route", "add", "default", "dev", "eth0")
+
+    def _make_ssh(self) -> None:
+        ssh = self.folder / "ssh"
+        client = ssh / "client"
+        client.mkdir(parents=True, mode=0o700)
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh / "ssh_host_ed25519_key"))
+        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client / "id_ed25519"))
+        shutil.copy(client / "id_ed25519.pub", ssh / "authorized_keys")
+        (client / "config").write_text(SSH_CLIENT_CONFIG)
+        (ssh / "sshd_config").write_text(SSHD_CONFIG.format(ssh=ssh))
+
+    def write_job(self, hyperparameters: Mapping[str, Any], program: Optional[Path] = None,
+                  program_name: str = "train.py", extra: Optional[Mapping[str, Any]] = None) -> None:
+        """The same job on every host, as SageMaker writes it (hyperparameters as JSON strings)."""
+        names = [h.name for h in self.hosts]
+        for h in self.hosts:
+            config = h.ml / "input" / "config"
+            (config / "resourceconfig.json").write_text(json.dumps(
+                {"current_host": h.name, "hosts": names, "network_interface_name": "eth0", **(extra or {})}))
+            hps = {"sagemaker_program": json.dumps(program_name),
+                   **{k: v if isinstance(v, str) else json.dumps(v) for k, v in hyperparameters.items()}}
+            (config / "hyperparameters.json").write_text(json.dumps(hps))
+            (config / "inputdataconfig.json").write_text("{}")
+            if program is not None:
+                shutil.copy(program, h.ml / "code" / program_name)
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SAGEMAKER_", "OMPI_"))}
+        env.update(SAGEMAKER_BASE_DIR=str(self.ml_mount), SMTRAIN_SSHD_CONFIG=str(self.folder / "ssh" / "sshd_config"),
+                   PYTHONUNBUFFERED="1")
+        env.update(extra)
+        return env
+
+    # -- running ---------------------------------------------------------------------------------
+    def start(self, argv: Sequence[str], env: Optional[Mapping[str, str]] = None,
+              hosts: Optional[Sequence[Host]] = None) -> None:
+        for h in hosts or self.hosts:
+            h.start(argv, env or self.env())
+
+    def wait(self, timeout: float, hosts: Optional[Sequence[Host]] = None) -> dict[str, Optional[int]]:
+        """Exit status of every host's train (None: still running at the deadline)."""
+        deadline = time.monotonic() + timeout
+        return {h.name: h.wait(max(0.0, deadline - time.monotonic())) for h in hosts or self.hosts}
+
+    def leftovers(self) -> dict[str, list[str]]:
+        return {h.name: h.leftovers() for h in self.hosts if h.leftovers()}
+
+    def down(self) -> None:
+        for h in self.hosts:
+            if h.proc is not None and h.proc.poll() is None:
+                h.kill()
+                h.wait(10)
+                if h.proc.poll() is None:
+                    h.proc.kill()
+                    h.wait(5)
+        for h in self.hosts:
+            _run("ip", "netns", "delete", h.netns, check=False)
+        _run("ip", "netns", "delete", self.switch, check=False)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def _first_child(pid: int) -> Optional[int]:
+    try:
+        pids = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return None
+    return int(pids[0]) if pids else None
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    up = sub.add_parser("up")
+    up.add_argument("name")
+    up.add_argument("--hosts", type=int, default=2)
+    up.add_argument("--mpi", type=int, default=2, help="processes per host")
+    for name in ("start", "wait", "down"):
+        sub.add_parser(name).add_argument("name")
+    ex = sub.add_parser("exec")
+    ex.add_argument("name")
+    ex.add_argument("host")
+    ex.add_argument("cmd", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    state = STATE_ROOT / f"{args.name}.json"
+    if args.command == "up":
+        cluster = Cluster(args.name, args.hosts)
+        cluster.up()
+        sample = Path(__file__).resolve().parent.parent / "programs" / "hello_mpi.py"
+        cluster.write_job({"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": args.mpi},
+                          program=sample)
+        state.write_text(json.dumps({"hosts": args.hosts}))
+        print(cluster.folder)
+        return 0
+    cluster = Cluster(args.name, json.loads(state.read_text())["hosts"] if state.exists() else 0)
+    if args.command == "down":
+        cluster.down()
+        state.unlink(missing_ok=True)
+        return 0
+    if args.command == "start":
+        # Detached: each host's train keeps running after this command returns.
+        for h in cluster.hosts:
+            h.start([str(Path(sys.executable).parent / "train")], cluster.env())
+            print(f"{h.name}: train pid {h.train_pid}, logs in {h.folder}")
+        return 0
+    if args.command == "exec":
+        cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
+        pid = _find_pid1(cluster.host(args.host))
+        if pid is None:
+            print(f"{args.host} is not running (its train has ended, or `start` was not run)", file=sys.stderr)
+            return 1
+        return subprocess.call(["nsenter", "-t", str(pid), "-n", "-u", "-m", "-p", "--", *cmd])
+    if args.command == "wait":
+        for h in cluster.hosts:
+            pid = _find_pid1(h)
+            deadline = time.monotonic() + 600
+            while pid and alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            print(f"{h.name}: {'ended' if not pid or not alive(pid) else 'still running'}; "
+                  f"failure: {h.failure() or '-'}")
+        return 0
+    return 2
+
+
+def _find_pid1(host: Host) -> Optional[int]:
+    """A host's init from an earlier command: the process of its network namespace that is PID 1 inside."""
+    for pid in map(int, _run("ip", "netns", "pids", host.netns, check=False).stdout.split()):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        nspids = next((line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")), [])
+        if nspids and nspids[-1] == "1":
+            return pid
+    return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

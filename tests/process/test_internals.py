@@ -1,0 +1,118 @@
+"""What the toolkit keeps to itself, and how it stops its own processes (real `train`, real mpirun):
+- no SMTRAIN_* variable reaches the program; secrets never appear in toolkit lines or output/failure;
+- helpers are stopped together against one deadline, even one that ignores SIGTERM;
+- a failure while starting is reported with its own class and code and leaves nothing running."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from tests.support import TRAIN, make_tree, processes_mentioning, run_train
+
+PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
+MPI_2 = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"}
+SECRET = "hunter2-Very-Secret"
+
+FAILING = """
+import os, sys
+print("program argv:", sys.argv[1:], flush=True)
+sys.stderr.write(f"about to fail with {sys.argv[-1]}\\n")
+raise RuntimeError("boom " + sys.argv[-1])
+"""
+
+
+def _toolkit_lines(stderr: bytes) -> list[str]:
+    return [line for line in stderr.decode().splitlines() if line.startswith("[train")]
+
+
+def test_no_toolkit_variable_reaches_the_ranks_of_a_one_host_mpi_job(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "ml", hyperparameters=MPI_2, channels={"train": {"TrainingInputMode": "Pipe"}})
+    tree.write_program("train.py", "import json, os\nrank = os.environ['SM_RANK']\n"
+                       "json.dump(dict(os.environ), open(os.environ['SM_OUTPUT_DATA_DIR'] + f'/env-{rank}.json', 'w'))\n")
+    done = run_train(tree, env=tree.env(SMTRAIN_SSHD_PORT="2222", SM_SYSTEM_MONITOR="off"), timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    for rank in (0, 1):
+        env = json.loads((tree.base / "output" / "data" / f"env-{rank}.json").read_text())
+        assert [k for k in env if k.startswith("SMTRAIN_")] == []
+        assert env["SM_RANK"] == str(rank) and env["SM_PIPE_TRAIN"].endswith(f"train-{rank}")
+
+
+def test_a_secret_hyperparameter_is_masked_in_toolkit_lines_and_the_failure_file(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "ml", hyperparameters={"db_password": json.dumps(SECRET)})
+    tree.write_program("train.py", FAILING)
+    done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off"))
+    assert done.returncode == 1
+    assert SECRET in done.stdout.decode()  # the program got it unchanged
+    toolkit = _toolkit_lines(done.stderr)
+    assert any("--db_password ****" in line for line in toolkit), toolkit
+    assert not any(SECRET in line for line in toolkit)
+    failure = tree.failure.read_text()
+    assert failure.startswith("RuntimeError:") and "boom ****" in failure and SECRET not in failure
+
+
+def test_a_secret_is_masked_when_a_rank_fails_under_mpi(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "ml", hyperparameters={**MPI_2, "api_token": json.dumps(SECRET)})
+    tree.write_program("train.py", FAILING)
+    done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off"), timeout=120)
+    assert done.returncode == 1
+    assert not any(SECRET in line for line in _toolkit_lines(done.stderr))
+    failure = tree.failure.read_text()
+    assert "rank" in failure and "****" in failure and SECRET not in failure
+
+
+def test_a_helper_that_ignores_sigterm_does_not_stretch_the_exit(tmp_path: Path) -> None:
+    """Two demultiplexers and the monitor, all stopped (SIGSTOP: SIGTERM stays pending, as with a
+    helper that ignores it): train must still end within the grace period plus 5 s."""
+    tree = make_tree(tmp_path / "ml", hyperparameters=MPI_2,
+                     channels={"train": {"TrainingInputMode": "Pipe"}, "eval": {"TrainingInputMode": "Pipe"}})
+    tree.write_program("train.py", "import os, signal, sys, time\n"
+                       "signal.signal(signal.SIGTERM, lambda *a: sys.exit(0))\n"
+                       "print('ready', flush=True)\n"
+                       "time.sleep(600)\n")
+    proc = subprocess.Popen([TRAIN], env=tree.env(SM_GRACE_PERIOD_SECONDS="2"), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
+        helpers = []
+        deadline = time.monotonic() + 30
+        while len(helpers) < 3 and time.monotonic() < deadline:
+            helpers = [pid for pid in processes_mentioning(str(tree.base))
+                       if b"smtrain.data.demux" in _cmdline(pid) or b"smtrain.profiler.monitor" in _cmdline(pid)]
+            time.sleep(0.05)
+        assert len(helpers) == 3, helpers
+        for pid in helpers:
+            os.kill(pid, signal.SIGSTOP)
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        status = proc.wait(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        proc.kill()
+    assert status == 0, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
+    assert took <= 2 + 5, f"train took {took:.1f} s after SIGTERM"
+    assert processes_mentioning(str(tree.base)) == []
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_control_port_in_use_is_a_startup_failure_that_leaves_nothing(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path / "ml", hyperparameters=MPI_2)
+    tree.write_program("train.py", "print('must not run')\n")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = taken.getsockname()[1]
+        done = run_train(tree, env=tree.env(SM_CONTROL_PORT=str(port)), timeout=60)
+    assert done.returncode == 71, done.stderr.decode()
+    failure = tree.failure.read_text()
+    assert failure.startswith("StartupFailed:") and str(port) in failure and "SM_CONTROL_PORT" in failure
+    assert b"must not run" not in done.stdout
+    assert processes_mentioning(str(tree.base)) == []  # the monitor started before the port was tried

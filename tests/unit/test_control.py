@@ -1,0 +1,60 @@
+"""The control channel's line reader and messages (smtrain.run.control), over a real socket pair."""
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from smtrain.run.control import MAX_MESSAGE, LineReader, MessageType, encode
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    yield a, b
+    a.close()
+    b.close()
+
+
+def test_messages_split_anywhere_arrive_whole_and_in_order(pair) -> None:
+    writer, reader_sock = pair
+    data = (encode(MessageType.START) + encode(MessageType.SIGNAL, signum=15)
+            + encode(MessageType.END, status=3, reason="RuntimeError: boom\nline two ü"))
+    for i in range(len(data)):  # one byte per send: the reader must reassemble lines
+        writer.sendall(data[i:i + 1])
+    writer.close()
+    reader = LineReader(reader_sock)
+    got = [reader.read(timeout=5) for _ in range(3)]
+    assert [m.type for m in got] == [MessageType.START, MessageType.SIGNAL, MessageType.END]
+    assert got[1].fields == {"signum": 15}
+    assert got[2].fields == {"status": 3, "reason": "RuntimeError: boom\nline two ü"}
+    assert reader.read(timeout=5) is None  # end of stream
+
+
+def test_several_messages_in_one_chunk_are_buffered(pair) -> None:
+    writer, reader_sock = pair
+    writer.sendall(encode(MessageType.HEARTBEAT) * 3)
+    reader = LineReader(reader_sock)
+    assert reader.read(timeout=5).type is MessageType.HEARTBEAT
+    assert reader.has_buffered()
+    assert [reader.read(timeout=5).type for _ in range(2)] == [MessageType.HEARTBEAT] * 2
+    assert not reader.has_buffered()
+
+
+def test_garbage_and_unknown_types_are_invalid_not_errors(pair) -> None:
+    writer, reader_sock = pair
+    writer.sendall(b"not json\n[1, 2]\n{\"type\": \"reboot\"}\n{\"no\": \"type\"}\n")
+    reader = LineReader(reader_sock)
+    assert [reader.read(timeout=5).type for _ in range(4)] == [MessageType.INVALID] * 4
+
+
+def test_silence_times_out_and_an_endless_line_is_refused(pair) -> None:
+    writer, reader_sock = pair
+    reader = LineReader(reader_sock)
+    with pytest.raises(TimeoutError):
+        reader.read(timeout=0.1)
+    sender = threading.Thread(target=lambda: writer.sendall(b"x" * (MAX_MESSAGE + 70000)), daemon=True)
+    sender.start()
+    with pytest.raises(ValueError, match="too long"):
+        reader.read(timeout=5)

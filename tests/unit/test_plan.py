@@ -1,0 +1,85 @@
+"""plan_launch for the master and worker roles (pure: real config files in a tmp tree, no process)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from smtrain.config.load import load_config
+from smtrain.config.model import CodeFacts, HostFacts, NetworkFacts
+from smtrain.errors import ConfigError
+from smtrain.plan.launch import Role, dumps, plan_launch
+from smtrain.plan.pipes import PipeMode
+from smtrain.rank.contract import RANK_CONTRACT_ENV, RankContract
+from tests.support import make_tree
+
+FACTS = HostFacts(num_cpus=8, num_gpus=0, num_neurons=0, smddprun_installed=False, smddpmprun_installed=False,
+                  network=NetworkFacts(("eth0", "lo"), "eth0", efa_present=False))
+HOSTS = ("algo-1", "algo-2")
+MPI = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2", "db_password": '"hunter22"'}
+PIPE = {"train": {"TrainingInputMode": "Pipe"}}
+
+
+def _plan(tmp_path: Path, current: str, facts: HostFacts = FACTS, **env: str):
+    tree = make_tree(tmp_path, hosts=HOSTS, current_host=current, hyperparameters=MPI, channels=PIPE)
+    config = load_config(tree.env(SMTRAIN_SSHD_PORT="2222", SM_CONTROL_PORT="7100", **env))
+    return plan_launch(config, facts, "/venv/bin/python", token="t" * 32)
+
+
+def test_master_runs_mpirun_with_the_rank_launcher_and_one_contract(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "algo-1", SMTRAIN_SOMETHING="internal")
+    assert plan.role is Role.MASTER and plan.argv[0] == "mpirun"
+    assert "--host" in plan.argv and plan.argv[plan.argv.index("--host") + 1] == "localhost:2,algo-2:2"
+    assert plan.argv[plan.argv.index("-np") + 1] == "4"
+    launcher = plan.argv.index("smtrain.rank")
+    assert plan.argv[launcher - 1:launcher + 2] == ("-m", "smtrain.rank", "--")
+    assert plan.argv[launcher + 2:launcher + 4] == ("/venv/bin/python", str(tmp_path / "code" / "train.py"))
+    # one toolkit variable travels, by name only; the user's own SMTRAIN_* does not
+    internals = sorted(k for k in plan.child_env({"SMTRAIN_SOMETHING": "x", "PATH": "/bin"}) if k.startswith("SMTRAIN_"))
+    assert internals == [RANK_CONTRACT_ENV]
+    exported = [plan.argv[i + 1] for i, a in enumerate(plan.argv) if a == "-x"]
+    assert RANK_CONTRACT_ENV in exported and "SMTRAIN_SOMETHING" not in exported
+    assert not any("t" * 32 in a for a in plan.argv)  # the token is on no command line
+    contract = RankContract.from_json(plan.env_set[RANK_CONTRACT_ENV])
+    assert (contract.control_host, contract.control_port, contract.token) == ("algo-1", 7100, "t" * 32)
+    assert [(p.channel, p.mode) for p in contract.pipes] == [("train", PipeMode.DEMUX)]
+    assert RankContract.from_json(contract.to_json()) == contract
+    assert plan.mpi is not None and plan.mpi.sshd_argv == () and plan.mpi.control_bind == "0.0.0.0"
+    assert len(plan.demux) == 1 and plan.monitor
+
+
+def test_worker_starts_sshd_as_planned_and_runs_no_program_itself(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "algo-2", SMTRAIN_SSHD_CONFIG="/etc/smtrain/sshd_config")
+    assert plan.role is Role.WORKER and plan.argv == ()
+    assert plan.mpi is not None
+    assert plan.mpi.sshd_argv == ("/usr/sbin/sshd", "-D", "-e", "-f", "/etc/smtrain/sshd_config", "-p", "2222")
+    assert plan.mpi.master == "algo-1" and plan.mpi.control_port == 7100
+    assert len(plan.demux) == 1  # this host's ranks read the channel through its own demultiplexer
+    shown = json.loads(dumps(plan))
+    assert shown["role"] == "worker" and shown["mpi"]["sshd"] == list(plan.mpi.sshd_argv)
+
+
+def test_the_dry_run_plan_masks_secret_values(tmp_path: Path) -> None:
+    from smtrain.config.secrets import Redactor
+
+    plan = _plan(tmp_path, "algo-1")
+    config = load_config(make_tree(tmp_path / "x", hyperparameters=MPI).env())
+    text = dumps(plan, Redactor.of(config.hyperparameters))
+    assert "hunter22" not in text and "****" in text
+    assert "hunter22" in plan.env_set["SM_HP_DB_PASSWORD"]  # the program still gets it
+
+
+def test_a_tarball_is_planned_from_the_gathered_facts(tmp_path: Path) -> None:
+    tarball = FACTS._replace(code=CodeFacts(submit_is_file=True, has_requirements=False))
+    plan = _plan(tmp_path, "algo-1", tarball, SAGEMAKER_SUBMIT_DIRECTORY=str(tmp_path / "code.tar.gz"))
+    assert plan.program.fetch_from == str(tmp_path / "code.tar.gz")
+    assert plan.requirements == tmp_path / "code" / "requirements.txt"  # checked once unpacked
+
+
+@pytest.mark.parametrize("name,value", [("SMTRAIN_SSHD_PORT", "22x"), ("SMTRAIN_SSHD_PORT", "70000"),
+                                        ("SMTRAIN_SSHD_CONFIG", "relative/sshd_config"), ("SM_CONTROL_PORT", "0")])
+def test_bad_toolkit_variables_are_config_errors_naming_them(tmp_path: Path, name: str, value: str) -> None:
+    tree = make_tree(tmp_path, hosts=HOSTS, hyperparameters=MPI)
+    with pytest.raises(ConfigError, match=name):
+        load_config(tree.env(**{name: value}))
