@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
+from .common.frameworks import running_horovod
 from .common.linux import alive
 
 __all__ = [
@@ -264,7 +265,7 @@ class StopSignal:
         self.requested = True
 
     def agreed(self) -> bool:
-        hvd = _horovod()
+        hvd = running_horovod()
         if hvd is None:
             return self.requested
         import tensorflow as tf
@@ -272,18 +273,9 @@ class StopSignal:
         return bool(hvd.allreduce(tf.constant(int(self.requested)), op=hvd.Max, name="smtrain_stop").numpy())
 
 
-def _horovod() -> Optional[Any]:
-    """horovod.tensorflow when the program initialised it with more than one rank, else None."""
-    module = sys.modules.get("horovod.tensorflow")
-    try:
-        return module if module is not None and module.is_initialized() and module.size() > 1 else None
-    except Exception:  # horovod raises ValueError before init
-        return None
-
-
 def all_positions(local: Mapping[str, PipePosition]) -> list[Mapping[str, PipePosition]]:
     """Every rank's Pipe positions, in rank order (for rank 0's save); this rank's alone without Horovod."""
-    hvd = _horovod()
+    hvd = running_horovod()
     if hvd is None:
         return [dict(local)]
     gathered = hvd.allgather_object({c: tuple(p) for c, p in local.items()})
@@ -293,7 +285,7 @@ def all_positions(local: Mapping[str, PipePosition]) -> list[Mapping[str, PipePo
 def shared_restore(store: CheckpointStore, state: Optional[Any] = None) -> Optional[Checkpoint]:
     """Rank 0 restores; every rank gets the same checkpoint (its step, positions, extra) and, with
     Horovod, rank 0's variables are broadcast by the caller as usual (hvd.broadcast_variables)."""
-    hvd = _horovod()
+    hvd = running_horovod()
     checkpoint = store.restore(state) if hvd is None or hvd.rank() == 0 else None
     if hvd is None:
         return checkpoint

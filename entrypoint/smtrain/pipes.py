@@ -20,20 +20,25 @@ import os
 import queue
 import select
 import shutil
+import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterator, Mapping, Optional, Sequence, Union
+from typing import Iterable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
+from .common.frameworks import running_horovod
 from .data.records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
 
 __all__ = [
-    "PipeError", "RecordFormat", "channel_format", "dataset", "epoch_batches", "fifo_prefix", "read_epochs", "records",
+    "PipeError", "RecordFormat", "channel_format", "dataset", "epoch_batches", "equal_steps", "fifo_prefix",
+    "read_epochs", "records",
 ]
 
 Format = Union[str, RecordFormat, None]  # "tfrecord", "recordio", "lines"; None: the channel's own
-DEFAULT_WAIT_S = 300.0  # for a FIFO to appear and its writer to connect
+DEFAULT_WAIT_S = 300.0
+T = TypeVar("T")
+_END = object()  # for a FIFO to appear and its writer to connect
 
 
 class PipeError(RuntimeError):
@@ -270,3 +275,38 @@ def dataset(
 
     batches = tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec(shape=(None,), dtype=tf.string))
     return batches.prefetch(2).unbatch()  # prefetch: the FIFO is read while the program computes
+
+
+def equal_steps(batches: Iterable[T], name: str = "smtrain_equal_steps") -> Iterator[T]:
+    """The batches of this rank for as long as every Horovod rank still has one: each rank takes the
+    same number of steps, so none waits forever in a collective operation that the others never join.
+
+    For ranks or hosts that receive different numbers of records in an epoch (ShardedByS3Key, per-rank
+    channels of different sizes). The ranks that still had batches when the first ran out read the
+    rest of theirs without yielding them (so the epoch's FIFO is drained and the next one can come;
+    no record is trained twice, the skipped ones not at all this epoch). The cost: one
+    allreduce of one integer per step (see benchmarks/bench_equal_steps.py). Without Horovod, or with
+    one rank, the batches pass through unchanged.
+
+        for batch in pipes.equal_steps(pipes.dataset("train").batch(64)):
+            ...
+    """
+    hvd = running_horovod()
+    if hvd is None:
+        yield from batches
+        return
+    import tensorflow as tf
+
+    iterator = iter(batches)
+    taken = 0
+    while True:
+        batch = next(iterator, _END)
+        everyone = int(hvd.allreduce(tf.constant(0 if batch is _END else 1, tf.int32), op=hvd.Min, name=name))
+        if not everyone:
+            if batch is not _END:
+                skipped = 1 + sum(1 for _ in iterator)
+                sys.stderr.write(f"[smtrain.pipes] equal_steps: another rank ran out of data after {taken} steps; "
+                                 f"this rank skipped its last {skipped} batch(es) of the epoch\n")
+            return
+        taken += 1
+        yield batch  # type: ignore[misc]

@@ -109,6 +109,25 @@ def test_worker_host_dies_mid_job(make_cluster) -> None:
     assert cluster.hosts[0].leftovers() == [] and cluster.hosts[1].leftovers() == []
 
 
+def test_a_worker_cut_off_then_killed_ends_the_job_on_every_host(make_cluster) -> None:
+    """Power loss or a partition: no connection is closed, so only the heartbeats tell. The master
+    ends the job with HostLost naming the host; the other worker follows; nothing is left behind."""
+    cluster = _running_job(make_cluster)
+    cut = time.monotonic()
+    cluster.host("algo-3").cut_cable()
+    cluster.host("algo-3").kill()
+    statuses = cluster.wait(40, hosts=cluster.hosts[:2])
+    took = time.monotonic() - cut
+    assert statuses["algo-1"] not in (None, 0) and statuses["algo-2"] not in (None, 0), statuses
+    assert took < 30, took
+    print(f"cut cable -> every other host exited: {took:.1f} s")
+    reason = cluster.hosts[0].failure() or ""
+    assert reason.startswith("HostLost: lost worker host algo-3"), cluster.hosts[0].stderr()[-2000:]
+    assert "algo-3" in (cluster.hosts[1].failure() or "")
+    assert "nothing heard for 10 s" in cluster.hosts[0].stderr()
+    assert cluster.hosts[0].leftovers() == [] and cluster.hosts[1].leftovers() == []
+
+
 def test_master_dies_mid_job(make_cluster) -> None:
     cluster = _running_job(make_cluster)
     died = time.monotonic()
@@ -253,3 +272,31 @@ def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path:
         assert 0 < first_run < len(everything), f"{host.name}: run 1 should have stopped mid-epoch 0"
         for epoch in (0, 1):
             assert by_epoch[epoch] == Counter(everything), f"{host.name} epoch {epoch}: a record lost or repeated"
+
+
+def test_hosts_with_different_record_counts_take_equal_steps_through_the_helper(make_cluster, tmp_path: Path) -> None:
+    """ShardedByS3Key gives hosts different shares: 40 records on algo-1, 24 on algo-2 (20 and 12 per
+    rank, batches of 4: 5 and 3 steps). pipes.equal_steps makes every rank take 3, and the job ends 0."""
+    from smtrain.data.feeder import Feeder, channel_objects
+    from smtrain.data.records import encode_tfrecord
+
+    cluster = make_cluster(2)
+    cluster.write_job({**MPI, "batch": 4, "equal-steps": "yes"}, program=PROGRAMS / "hvd_pipe_steps.py")
+    feeders = []
+    for host, count in zip(cluster.hosts, (40, 24)):
+        source = tmp_path / host.name
+        source.mkdir()
+        (source / "part").write_bytes(b"".join(encode_tfrecord(f"{host.name}/{i}".encode()) for i in range(count)))
+        (host.ml / "input" / "config" / "inputdataconfig.json").write_text(
+            json.dumps({"train": {"TrainingInputMode": "Pipe", "S3DistributionType": "ShardedByS3Key"}}))
+        data = host.ml / "input" / "data"
+        data.mkdir(parents=True)
+        feeders.append(Feeder(data, {"train": channel_objects(str(source))}, {"train": None}, epochs=1).start())
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    statuses = cluster.wait(180)
+    assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
+    assert all(f.join(10) for f in feeders)
+    steps = sorted(p.read_text() for p in wait_for_files(cluster, "steps-*", 4, 5))
+    assert steps == ["3"] * 4
+    assert "this rank skipped its last 2 batch(es)" in cluster.hosts[0].stderr()
+    assert cluster.leftovers() == {}

@@ -114,6 +114,11 @@ class Host:
         if pid is not None:
             os.kill(pid, signal.SIGKILL)
 
+    def cut_cable(self) -> None:
+        """A network partition: the host's link to the switch goes down. Nothing is closed, no packet
+        says goodbye; the other hosts only hear silence."""
+        _run("ip", "-n", self.cluster.switch, "link", "set", self.cluster.outer_link(self), "down")
+
     def wait(self, timeout: float) -> Optional[int]:
         if self.proc is None:
             return None
@@ -189,13 +194,17 @@ class Cluster:
             (h.ml / "input" / "config").mkdir(parents=True)
             (h.ml / "code").mkdir()
             _run("ip", "netns", "add", h.netns)
-            outer = f"s{self.name}{h.index}"
+            outer = self.outer_link(h)
             _run("ip", "-n", self.switch, "link", "add", outer, "type", "veth", "peer", "name", "eth0", "netns", h.netns)
             _run("ip", "-n", self.switch, "link", "set", outer, "master", "br0", "up")
             _run("ip", "-n", h.netns, "addr", "add", f"{h.address}/24", "dev", "eth0")
             _run("ip", "-n", h.netns, "link", "set", "eth0", "up")
             _run("ip", "-n", h.netns, "link", "set", "lo", "up")
             _run("ip", "-n", h.netns, "route", "add", "default", "dev", "eth0")
+
+    def outer_link(self, host: Host) -> str:
+        """The switch's end of a host's cable."""
+        return f"s{self.name}{host.index}"
 
     def _make_ssh(self) -> None:
         ssh = self.folder / "ssh"

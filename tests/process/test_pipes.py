@@ -196,12 +196,17 @@ def test_ranks_of_one_host_read_every_record_once_per_epoch(tmp_path: Path, rank
     for epoch in range(epochs):
         got = {r: [bytes.fromhex(line) for line in (out / f"got-{r}-train-{epoch}").read_text().split()]
                for r in range(ranks)}
-        assert Counter(rec for recs in got.values() for rec in recs) == Counter(everything)  # each once
+        dealt = Counter(rec for recs in got.values() for rec in recs)
         if per_rank_channels:
+            assert dealt == Counter(everything)  # each once
             assert all(got[r] == expected[f"train-{r}"] for r in range(ranks))
         else:
-            sizes = [len(v) for v in got.values()]
-            assert max(sizes) - min(sizes) <= 1  # balanced
+            # equal counts; the last len % ranks records (fewer than one round) are left over, reported
+            left_over = len(everything) % ranks
+            assert [len(v) for v in got.values()] == [len(everything) // ranks] * ranks
+            assert dealt == Counter(everything[:len(everything) - left_over])
+            if left_over:
+                assert f"{left_over} left over at the end" in done.stderr.decode()
 
 
 def _demux_fixture(tmp_path: Path, obj: Path, ranks: int = 2) -> tuple[Path, list[Path]]:
@@ -243,6 +248,19 @@ def test_demultiplexer_drops_a_rank_that_never_reads(tmp_path: Path) -> None:
     reader.join(10)
     assert time.monotonic() - started < 5
     assert result.dropped == (1,) and got == records
+
+
+@pytest.mark.parametrize("fmt", list(RecordFormat))
+def test_demultiplexer_deals_equal_counts_and_reports_the_rest(tmp_path: Path, fmt: RecordFormat) -> None:
+    records = _write_objects(tmp_path / "src", ["o"], 31, fmt)
+    data, targets = _demux_fixture(tmp_path, tmp_path / "src" / "o")
+    got: list[list[bytes]] = [[], []]
+    readers = [_rank_reader(data, rank, got[rank], fmt) for rank in (0, 1)]
+    result = demux_epoch(data / "c_0", targets, fmt, rank_wait_s=5.0, source_wait_s=10)
+    for reader in readers:
+        reader.join(10)
+    assert result.records == (15, 15) and result.left_over == 1
+    assert got[0] == records[0:30:2] and got[1] == records[1:30:2]  # round-robin, the last one left over
 
 
 def test_demultiplexer_survives_a_rank_that_goes_away(tmp_path: Path) -> None:
@@ -311,3 +329,21 @@ def test_feeder_command_feeds_until_sigterm_then_exits_cleanly(tmp_path: Path) -
             feeder.kill()
     assert feeder.returncode == 0, stderr.decode()
     assert not list(data.glob("train_*")), "a FIFO was left behind"
+
+
+def test_uneven_records_never_leave_a_horovod_rank_waiting(tmp_path: Path) -> None:
+    """31 records, 2 ranks, batches of 8 with drop_remainder: dealt 16/15 a rank would take 2 steps
+    and the other 1, and the second allreduce would fail or hang. Dealt equally, both take 1."""
+    tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "Pipe"}}, program="steps.py",
+                     hyperparameters={"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"})
+    tree.write_program("steps.py", (PROGRAMS / "hvd_pipe_steps.py").read_text())
+    _write_objects(tmp_path / "src", ["o"], 31)
+    data = tree.base / "input" / "data"
+    data.mkdir(parents=True)
+    feeder = Feeder(data, {"train": channel_objects(str(tmp_path / "src"))}, {"train": None}, epochs=1).start()
+    done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off"), timeout=180)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert feeder.join(10)
+    out = tree.base / "output" / "data"
+    assert [(out / f"steps-{r}").read_text() for r in (0, 1)] == ["1", "1"]
+    assert "dealt 30 records as [15, 15]; 1 left over at the end" in done.stderr.decode()

@@ -83,3 +83,10 @@ def test_bad_toolkit_variables_are_config_errors_naming_them(tmp_path: Path, nam
     tree = make_tree(tmp_path, hosts=HOSTS, hyperparameters=MPI)
     with pytest.raises(ConfigError, match=name):
         load_config(tree.env(**{name: value}))
+
+
+def test_heartbeat_timeout_is_read_and_bounded(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "algo-1", SM_HEARTBEAT_TIMEOUT_SECONDS="25")
+    assert plan.mpi is not None and plan.mpi.heartbeat_timeout_s == 25
+    with pytest.raises(ConfigError, match="heartbeat timeout must be at least 3 s"):
+        load_config(make_tree(tmp_path / "x", hyperparameters={"sagemaker_heartbeat_timeout_seconds": "1"}).env())

@@ -12,9 +12,10 @@ import signal
 from typing import Optional
 
 SHUTDOWN_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+WAKE = 0  # not a signal: another thread of this process asks the loop to look (SignalWaker.post)
 FORWARDED_SIGNALS = SHUTDOWN_SIGNALS + (signal.SIGUSR1, signal.SIGUSR2)
 
-__all__ = ["FORWARDED_SIGNALS", "SHUTDOWN_SIGNALS", "SignalWaker"]
+__all__ = ["FORWARDED_SIGNALS", "SHUTDOWN_SIGNALS", "WAKE", "SignalWaker"]
 
 
 def _noop(signum: int, frame: object) -> None:
@@ -35,6 +36,13 @@ class SignalWaker:
         for signum in FORWARDED_SIGNALS + (signal.SIGCHLD,):
             signal.signal(signum, _noop)
         self._held: list[int] = []
+
+    def post(self) -> None:
+        """Wake the loop from another thread (it reads WAKE among the signals)."""
+        try:
+            os.write(self._write_fd, bytes([WAKE]))
+        except BlockingIOError:
+            pass  # the pipe is full: the loop will wake anyway
 
     def fileno(self) -> int:
         """Readable when a signal arrived (for callers that select on other things too)."""

@@ -9,10 +9,12 @@ DEFAULT_MONITOR_INTERVAL_MS = 500.0
 DEFAULT_SSHD_CONFIG = "/etc/ssh/sshd_config"
 DEFAULT_SSHD_PORT = 22
 SSHD = "/usr/sbin/sshd"
-# The control channel: the master beats every HEARTBEAT_S; a worker that hears nothing for
-# HEARTBEAT_TIMEOUT_S has lost its master.
+# The control channel: master and workers beat every HEARTBEAT_S; a side that hears nothing from
+# the other for the heartbeat timeout has lost it.
 HEARTBEAT_S = 1.0
-HEARTBEAT_TIMEOUT_S = 10.0
+HEARTBEAT_TIMEOUT_S = 10.0  # both ways: sagemaker_heartbeat_timeout_seconds / SM_HEARTBEAT_TIMEOUT_SECONDS
+# When the job must end at once (a host was lost), ranks get SIGTERM and this long before SIGKILL.
+ABORT_GRACE_S = 5.0
 # How long the toolkit's helper processes (monitor, demultiplexers, sshd, feeder) get between
 # SIGTERM and SIGKILL, all together, when the job is over.
 HELPER_STOP_S = 3.0

@@ -23,6 +23,8 @@ from .defaults import (
     DEFAULT_MONITOR_INTERVAL_MS,
     DEFAULT_SSHD_CONFIG,
     DEFAULT_SSHD_PORT,
+    HEARTBEAT_S,
+    HEARTBEAT_TIMEOUT_S,
     default_peer_wait_s,
 )
 from .model import Channel, InputMode, InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, SshdSettings, TrainingConfig
@@ -257,6 +259,15 @@ def _port(environ: Mapping[str, str], name: str, default: int) -> int:
     return int(raw)
 
 
+def _heartbeat_timeout(decoded: Mapping[str, Any], environ: Mapping[str, str], where: str) -> float:
+    timeout = _duration(decoded, environ, "sagemaker_heartbeat_timeout_seconds", "SM_HEARTBEAT_TIMEOUT_SECONDS",
+                        HEARTBEAT_TIMEOUT_S, where)
+    if timeout < 3 * HEARTBEAT_S:
+        raise ConfigError(f"{where}: the heartbeat timeout must be at least {3 * HEARTBEAT_S:g} s "
+                          f"(heartbeats go every {HEARTBEAT_S:g} s), got {timeout:g}")
+    return timeout
+
+
 def _sshd(environ: Mapping[str, str]) -> SshdSettings:
     config = environ.get("SMTRAIN_SSHD_CONFIG") or DEFAULT_SSHD_CONFIG
     if not config.startswith("/"):
@@ -317,6 +328,7 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
                              default_peer_wait_s(len(resources.hosts)), str(hp_path)),
         control_port=_port(environ, "SM_CONTROL_PORT", DEFAULT_CONTROL_PORT),
         sshd=_sshd(environ),
+        heartbeat_timeout_s=_heartbeat_timeout(decoded, environ, str(hp_path)),
         monitor_interval_ms=_monitor_interval(decoded, environ, profiler_config, str(hp_path)),
         environ=dict(environ),
     )

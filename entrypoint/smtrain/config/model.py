@@ -119,6 +119,7 @@ class TrainingConfig(NamedTuple):
     grace_period_s: float
     peer_wait_s: float  # how long the master waits for workers, and workers for the master
     control_port: int  # the master's control channel (smtrain.run.control)
+    heartbeat_timeout_s: float  # silence on the control channel after which a host counts as lost
     monitor_interval_ms: Optional[float]  # the system monitor's sampling interval; None: switched off
     environ: Mapping[str, str]  # the environment `train` was started with
 

@@ -2,8 +2,11 @@
 
 Horovod ranks on one host must not share a FIFO. When SageMaker gives one FIFO per epoch for a
 channel, `train` starts this process per channel; it reads `<data>/<C>_<e>` and deals whole
-records round-robin (counts differ by at most one) to `<data>/.smtrain-pipes/<C>-<r>_<e>`, which
-local rank r reads as its own channel. Records are passed on as framed, so each rank's reader still
+records round-robin to `<data>/.smtrain-pipes/<C>-<r>_<e>`, which local rank r reads as its own
+channel. Every rank gets the same number of records in an epoch: the records are dealt in whole
+rounds of P, and the at most P-1 records left at the end of an epoch are dropped and reported
+(a rank that took one more step than the others would leave them waiting in a collective
+operation; carrying them into the next epoch would break the count-based resume of a checkpoint). Records are passed on as framed, so each rank's reader still
 checks their CRCs. Writes block when a rank's pipe is full (back-pressure, no unbounded buffer);
 every rank's FIFO is closed at the end of each epoch; a rank that never opens its FIFO, or dies,
 is dropped after a bounded wait instead of hanging the others.
@@ -34,6 +37,7 @@ F_SETPIPE_SZ = 1031
 class EpochResult(NamedTuple):
     records: tuple[int, ...]  # records dealt to each rank
     dropped: tuple[int, ...]  # ranks that never opened their FIFO or went away
+    left_over: int = 0  # records at the epoch's end too few for one more round, not dealt
 
 
 def rank_prefix(data_dir: Path, channel: str, local_rank: int) -> Path:
@@ -76,10 +80,15 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
     splitter = RecordSplitter(fmt, check_crc=False)  # the ranks check CRCs; here only framing matters
     live = [r for r, fd in enumerate(fds) if fd is not None]
     turn = itertools.cycle(live)
+    left_over = 0
     try:
         while live and splitter.fill_from(src):
             spans: dict[int, list[tuple[int, int]]] = {}
-            for span in splitter.frame_spans():
+            found = splitter.frame_spans()
+            whole = len(found) - len(found) % len(live)  # whole rounds only: equal counts per rank
+            if whole < len(found):
+                splitter.rewind(found[whole][0])  # an unfinished round waits for more records
+            for span in found[:whole]:
                 rank = next(turn)
                 spans.setdefault(rank, []).append(span)
                 counts[rank] += 1
@@ -93,6 +102,7 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
                         fds[rank] = None
                         live.remove(rank)
                         turn = itertools.cycle(live) if live else turn
+        left_over = len(splitter.frame_spans())
         splitter.finish()
     except CorruptRecord as e:
         # The ranks must not take a cut-short epoch for a whole one: the next rank gets the bad bytes,
@@ -109,7 +119,7 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
         for fd in fds:
             if fd is not None:
                 os.close(fd)
-    return EpochResult(tuple(counts), tuple(r for r, fd in enumerate(fds) if fd is None))
+    return EpochResult(tuple(counts), tuple(r for r, fd in enumerate(fds) if fd is None), left_over)
 
 
 def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s: float,
@@ -125,7 +135,9 @@ def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s
         finally:
             for t in targets:
                 t.unlink(missing_ok=True)
-        log(f"{channel} epoch {epoch}: dealt {sum(result.records)} records as {list(result.records)}")
+        log(f"{channel} epoch {epoch}: dealt {sum(result.records)} records as {list(result.records)}"
+            + (f"; {result.left_over} left over at the end (fewer than one per rank) were not dealt"
+               if result.left_over else ""))
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

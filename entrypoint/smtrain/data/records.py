@@ -221,6 +221,10 @@ class RecordSplitter:
             self._start = group_start
         return spans
 
+    def rewind(self, start: int) -> None:
+        """Put back the records from `start` (a span start from the last `frame_spans`) to be taken again."""
+        self._start = start
+
     def skip(self, count: int) -> int:
         """Drop up to `count` whole records now in the buffer without checking or copying them (a
         resumed epoch skips what an earlier run consumed); returns how many were dropped."""

@@ -35,6 +35,7 @@ class MpiPlan(NamedTuple):
     control_bind: str  # all interfaces when there are workers, loopback alone otherwise
     control_port: int
     peer_wait_s: float
+    heartbeat_timeout_s: float
     sshd_argv: tuple[str, ...]  # what a worker runs for mpirun to reach it; empty on the master
     sshd_port: int
 
@@ -46,6 +47,7 @@ class MpiPlan(NamedTuple):
             "num_processes": self.layout.num_processes,
             "control": f"{self.control_bind}:{self.control_port}",
             "peer_wait_s": self.peer_wait_s,
+            "heartbeat_timeout_s": self.heartbeat_timeout_s,
             "sshd": list(self.sshd_argv),
         }
 
@@ -130,6 +132,7 @@ def _mpi_plan(config: TrainingConfig, facts: HostFacts, role: Role) -> MpiPlan:
         control_bind="0.0.0.0" if len(hosts) > 1 else "127.0.0.1",
         control_port=config.control_port,
         peer_wait_s=config.peer_wait_s,
+        heartbeat_timeout_s=config.heartbeat_timeout_s,
         sshd_argv=(SSHD, "-D", "-e", "-f", sshd.config, "-p", str(sshd.port)) if role is Role.WORKER else (),
         sshd_port=sshd.port,
     )

@@ -6,13 +6,16 @@ says so explicitly, over one TCP connection per worker, as newline-delimited JSO
 `type` is a `MessageType`:
 
     worker -> master   hello {host}                 once sshd is up
+                       heartbeat                    every HEARTBEAT_S
     master -> worker   start                        mpirun starts
                        heartbeat                    every HEARTBEAT_S
                        signal {signum}              forward signum to your ranks
                        end {status, reason}         the job is over: exit with status
     rank   -> master   rank-exit {token, RankFailure fields}   a rank failed (smtrain.rank.report)
 
-A worker that reads nothing for HEARTBEAT_TIMEOUT_S, or whose connection breaks, has lost its master.
+A side that reads nothing from the other for the heartbeat timeout, or whose connection breaks, has
+lost the other: a worker exits with MasterLost, the master ends the job with HostLost naming the host
+(a power loss or a network partition closes no connection: only the silence tells).
 """
 from __future__ import annotations
 
@@ -23,7 +26,7 @@ import threading
 import time
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
-from ..config.defaults import HEARTBEAT_S
+from ..config.defaults import HEARTBEAT_S, HEARTBEAT_TIMEOUT_S
 from ..rank.report import RankFailure, root_cause
 
 MAX_MESSAGE = 64 * 1024
@@ -92,9 +95,12 @@ class LineReader:
 class ControlServer:
     """The master's side. Threads: one accepting, one reading per connection, one heartbeat."""
 
-    def __init__(self, bind: str, port: int, token: str, log: Callable[[str], None]) -> None:
+    def __init__(self, bind: str, port: int, token: str, log: Callable[[str], None],
+                 heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S, on_lost: Callable[[], None] = lambda: None) -> None:
         self.token = token
         self._log = log
+        self._heartbeat_timeout_s = heartbeat_timeout_s
+        self._on_lost = on_lost  # called (from a reader thread) when a worker is lost mid-job
         self._listener = socket.create_server((bind, port), reuse_port=False, backlog=256)
         self.port = self._listener.getsockname()[1]
         self._lock = threading.Condition()
@@ -130,8 +136,9 @@ class ControlServer:
         return root_cause(reports)
 
     def lost_hosts(self) -> list[str]:
+        """Workers lost (and not back), the first lost first."""
         with self._lock:
-            return [host for _, host in sorted(self._lost)]
+            return [host for _, host in sorted(self._lost) if host not in self._workers]
 
     # -- messages to workers -------------------------------------------------------------------
     def broadcast(self, kind: MessageType, **fields: Any) -> None:
@@ -205,20 +212,29 @@ class ControlServer:
             self._workers[host] = sock
             self._lock.notify_all()
         self._log(f"worker {host} is ready")
-        while True:  # workers send nothing more; this only notices when one goes away
-            try:
-                if reader.read(timeout=None) is None:
-                    break
-            except (TimeoutError, ValueError):
-                break
+        how = self._until_lost(reader)
         with self._lock:
             if self._workers.get(host) is sock:
                 del self._workers[host]
-            if not self._ended:
+            lost = not self._ended and not self._closed
+            if lost:
                 self._lost.append((time.monotonic(), host))
-                self._log(f"lost the connection to worker {host}")
             self._lock.notify_all()
         sock.close()
+        if lost:
+            self._log(f"lost worker {host}: {how}")
+            self._on_lost()
+
+    def _until_lost(self, reader: LineReader) -> str:
+        """Read a worker's heartbeats until it goes away; how it went."""
+        while True:
+            try:
+                if reader.read(timeout=self._heartbeat_timeout_s) is None:
+                    return "its connection closed"
+            except TimeoutError:
+                return f"nothing heard for {self._heartbeat_timeout_s:g} s"
+            except ValueError:
+                return "it sent an over-long message"
 
 
 def connect(host: str, port: int, deadline: float, message: bytes) -> Optional[socket.socket]:

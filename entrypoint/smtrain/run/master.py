@@ -6,10 +6,12 @@ import os
 import shlex
 import signal
 import time
+from typing import Optional
 
 from ..common import linux
 from ..common.console import log
 from ..errors import FailureKind, PeersUnreachable, StartupFailed
+from ..rank.report import is_consequence
 from ..plan.launch import LaunchPlan
 from .control import ControlServer, MessageType
 from .helpers import HelperGroup
@@ -38,11 +40,13 @@ def signal_ranks(root: int, signum: int) -> int:
 
 
 def _job_outcome(result: ProcessResult, server: ControlServer, program: str, oom_before: object) -> tuple[int, str]:
-    """The job's status and reason: the first failing rank's, else a lost host, else mpirun's."""
+    """The job's status and reason: the first failing rank's, else a lost host, else mpirun's. A lost
+    host wins over ranks that failed only because the job was ended for it."""
     if result.exit_code == 0:
         return 0, ""
     report = server.first_report()
-    if report is not None:
+    lost = server.lost_hosts()
+    if report is not None and not (lost and is_consequence(report)):
         ranks = ProcessResult(
             # an early report only (its launcher killed by mpirun's abort): an uncaught exception, status 1
             exit_code=report.exit_code or 1,
@@ -54,17 +58,17 @@ def _job_outcome(result: ProcessResult, server: ControlServer, program: str, oom
         where = f"{program} (rank {report.rank}, local rank {report.local_rank}, on host {report.host})"
         kind, what = describe_program_failure(ranks, where, oom_killed=False)
         return ranks.exit_code, failure_text(kind, what, ranks.stderr_tail)
-    lost = server.lost_hosts()
     if lost:
         what = f"lost worker host {lost[0]} during the job; mpirun exited with status {result.exit_code}"
         return result.exit_code, failure_text(FailureKind.HOST_LOST, what, result.stderr_tail)
     return result.exit_code, program_failure(result, f"mpirun ({program})", oom_before)
 
 
-def _open_control(plan: LaunchPlan, token: str) -> ControlServer:
+def _open_control(plan: LaunchPlan, token: str, waker: SignalWaker) -> ControlServer:
     assert plan.mpi is not None
     try:
-        return ControlServer(plan.mpi.control_bind, plan.mpi.control_port, token, log)
+        return ControlServer(plan.mpi.control_bind, plan.mpi.control_port, token, log,
+                             plan.mpi.heartbeat_timeout_s, on_lost=waker.post)
     except OSError as e:
         raise StartupFailed(
             f"cannot listen on the control port {plan.mpi.control_bind}:{plan.mpi.control_port}: {e.strerror} "
@@ -79,7 +83,7 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     prepare(plan, python)
     with HelperGroup() as helpers:
         start_helpers(plan, helpers)
-        server = _open_control(plan, token)
+        server = _open_control(plan, token, waker)
         try:
             server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
             if mpi.workers:
@@ -102,8 +106,12 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
             oom_before = oom_kill_count()
             log(f"host {plan.host}: starting {mpi.layout.num_processes} ranks on {', '.join(mpi.layout.hosts)}: "
                 f"{shlex.join(plan.argv)}")
+            def lost_host() -> Optional[str]:
+                lost = server.lost_hosts()
+                return f"lost worker host {lost[0]}" if lost else None
+
             result = supervise(plan.argv, plan.child_env(inherited_env), plan.cwd, plan.grace_period_s, waker,
-                               forward, spare=helpers.pids)
+                               forward, spare=helpers.pids, on_wake=lost_host)
             status, reason = _job_outcome(result, server, str(plan.program.program_path), oom_before)
             server.end(status, reason)
         finally:

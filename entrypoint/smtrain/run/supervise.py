@@ -17,7 +17,8 @@ from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 from ..common import linux
 from ..common.console import log
-from ..common.signals import SHUTDOWN_SIGNALS, SignalWaker
+from ..common.signals import SHUTDOWN_SIGNALS, WAKE, SignalWaker
+from ..config.defaults import ABORT_GRACE_S
 from .streams import LineRelay, TailBuffer
 
 LEFTOVER_WAIT_S = 2.0  # after the program ended: how long its leftovers get between SIGTERM and SIGKILL
@@ -106,13 +107,15 @@ def supervise(
     spare: Sequence[int] = (),
     on_started: Optional[Callable[[], Sequence[int]]] = None,
     on_stderr: Optional[Callable[[bytes], None]] = None,
+    on_wake: Optional[Callable[[], Optional[str]]] = None,
 ) -> ProcessResult:
     """Run `argv` to its end. `forward(pid, signum)` passes a received signal on (by default to the
     program's whole tree); when the grace period after a shutdown signal ends, the tree gets SIGKILL.
     When it has ended, whatever it left running is ended too. The toolkit's helpers in `spare` (the
     monitor, demultiplexers), and those `on_started` starts once the program runs (it returns their
     pids; starting them after the program keeps them off its start-up), get none of these signals:
-    the caller stops them."""
+    the caller stops them. When another thread wakes the loop (`SignalWaker.post`), `on_wake()` says
+    why the job must end now, or None: the tree then gets SIGTERM, and SIGKILL ABORT_GRACE_S later."""
     spare = list(spare)
     if forward is None:
         def forward(pid: int, signum: int) -> None:
@@ -148,6 +151,14 @@ def supervise(
         for signum in waker.wait(timeout):
             if signum == signal.SIGCHLD:
                 continue
+            if signum == WAKE:
+                reason = on_wake() if on_wake is not None else None
+                abort_at = time.monotonic() + ABORT_GRACE_S
+                if reason and (deadline is None or deadline > abort_at):
+                    log(f"{reason}: ending the job (SIGTERM now, SIGKILL after {ABORT_GRACE_S:g} s)")
+                    forward(proc.pid, signal.SIGTERM)
+                    deadline = abort_at
+                continue
             forward(proc.pid, signum)
             if signum in SHUTDOWN_SIGNALS and shutdown is None:
                 shutdown = signum
@@ -155,7 +166,7 @@ def supervise(
                 log(f"received {signal.Signals(signum).name}: forwarded to the program; "
                     f"grace period {grace_period_s:g} s before SIGKILL")
         if deadline is not None and time.monotonic() >= deadline:
-            log(f"grace period of {grace_period_s:g} s is over: sending SIGKILL to the program")
+            log("the time to stop is over: sending SIGKILL to the program")
             signal_tree(proc.pid, signal.SIGKILL, spare)
             killed, deadline = True, None
 

@@ -11,7 +11,7 @@ import time
 from ..common import linux
 from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS
-from ..config.defaults import HEARTBEAT_TIMEOUT_S
+from ..config.defaults import HEARTBEAT_S
 from ..errors import ExitCode, FailureKind, PeersUnreachable
 from ..plan.launch import LaunchPlan
 from . import control
@@ -57,6 +57,10 @@ def _follow(plan: LaunchPlan, sock: socket.socket, waker: SignalWaker) -> tuple[
     forwarded: set[int] = set()
     grace_deadline = None
     last_heard = time.monotonic()
+    assert plan.mpi is not None
+    silence_s = plan.mpi.heartbeat_timeout_s
+    next_beat = time.monotonic()
+    beat = control.encode(MessageType.HEARTBEAT)
 
     def forward(signum: int, origin: str) -> None:
         nonlocal grace_deadline
@@ -70,7 +74,13 @@ def _follow(plan: LaunchPlan, sock: socket.socket, waker: SignalWaker) -> tuple[
             grace_deadline = time.monotonic() + plan.grace_period_s
 
     while True:
-        timeout = HEARTBEAT_TIMEOUT_S - (time.monotonic() - last_heard)
+        if time.monotonic() >= next_beat:  # the master watches for our silence as we watch for its
+            try:
+                sock.sendall(beat)
+            except OSError:
+                pass  # a broken connection shows on the next read
+            next_beat = time.monotonic() + HEARTBEAT_S
+        timeout = min(silence_s - (time.monotonic() - last_heard), next_beat - time.monotonic())
         if grace_deadline is not None:
             timeout = min(timeout, grace_deadline - time.monotonic())
         readable, _, _ = select.select([sock, waker], [], [], max(0.0, timeout))
@@ -98,8 +108,8 @@ def _follow(plan: LaunchPlan, sock: socket.socket, waker: SignalWaker) -> tuple[
                 status = int(fields.get("status", ExitCode.INTERNAL_ERROR))
                 log(f"the master reports that the job ended with status {status}")
                 return status, str(fields.get("reason", ""))
-        elif time.monotonic() - last_heard >= HEARTBEAT_TIMEOUT_S:
-            return _master_lost(plan, f"nothing heard for {HEARTBEAT_TIMEOUT_S:g} s")
+        elif time.monotonic() - last_heard >= silence_s:
+            return _master_lost(plan, f"nothing heard for {silence_s:g} s")
 
 
 def _master_lost(plan: LaunchPlan, how: str) -> tuple[int, str]:
