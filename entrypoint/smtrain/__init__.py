@@ -6,6 +6,7 @@ What training scripts import (each loaded on first use, so `import smtrain` cost
     from smtrain import checkpoints    # durable checkpoints that resume after spot restarts
     from smtrain import metrics        # metric lines SageMaker's metric definitions match
     from smtrain import callbacks      # tf_keras callbacks: CheckpointCallback, MetricsCallback
+    from smtrain import progress       # progress.step(): the stall watchdog knows this rank trains
 
 The container's entry point is the `train` command (also `python -m smtrain`).
 """
@@ -15,7 +16,7 @@ import importlib
 from typing import Any
 
 __version__ = "0.2.0"
-_USER_MODULES = ("pipes", "checkpoints", "metrics", "callbacks")
+_USER_MODULES = ("pipes", "checkpoints", "metrics", "callbacks", "progress")
 __all__ = ["__version__", *_USER_MODULES]
 
 

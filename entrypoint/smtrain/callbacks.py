@@ -12,6 +12,7 @@ from typing import Any, Callable, Mapping, Optional
 
 import tf_keras as keras
 
+from . import progress
 from .checkpoints import CheckpointStore, PipePosition, StopSignal, all_positions
 from .metrics import log_metrics
 
@@ -20,13 +21,17 @@ __all__ = ["CheckpointCallback", "MetricsCallback"]
 
 class MetricsCallback(keras.callbacks.Callback):
     """Prints `epoch=E; loss=...;` after each epoch, and `step=S; loss=...;` every `every_n_batches`
-    batches (0: never). Only rank 0 prints (SM_RANK, or `rank`)."""
+    batches (0: never). Only rank 0 prints (SM_RANK, or `rank`). Every rank counts its batches as
+    steps for the stall watchdog (smtrain.progress)."""
 
     def __init__(self, every_n_batches: int = 0, rank: Optional[int] = None) -> None:
         super().__init__()
         self.every_n_batches = every_n_batches
         self.printing = (int(os.environ.get("SM_RANK", "0")) if rank is None else rank) == 0
         self.step = 0
+
+    def on_train_batch_begin(self, batch: int, logs: Optional[dict] = None) -> None:
+        progress.step()
 
     def on_train_batch_end(self, batch: int, logs: Optional[dict] = None) -> None:
         self.step += 1
@@ -60,6 +65,7 @@ class CheckpointCallback(keras.callbacks.Callback):
 
     def on_train_batch_end(self, batch: int, logs: Optional[dict] = None) -> None:
         self.step += 1
+        progress.alive()
         if self.stop.agreed():
             self._save()
             self.model.stop_training = True

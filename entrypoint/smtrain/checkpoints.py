@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
+from . import progress
 from .common.frameworks import running_horovod
 from .common.linux import alive
 
@@ -160,6 +161,7 @@ class CheckpointStore:
             self._discard(step, final)
         os.rename(tmp, final)
         _fsync(self.directory)
+        progress.alive()
         self._prune()
         return final
 

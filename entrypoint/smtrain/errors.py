@@ -21,6 +21,7 @@ class ExitCode(enum.IntEnum):
     INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug in the toolkit
     STARTUP_FAILED = 71  # EX_OSERR: a part of the toolkit could not start here (port in use, no sshd)
     CONFIG_ERROR = 78  # EX_CONFIG: a config file, field or value is wrong
+    STALLED = 124  # as timeout(1): the stall watchdog ended a job whose ranks stopped progressing
     PROGRAM_NOT_EXECUTABLE = 126  # as the shell: found but cannot be executed
     PROGRAM_NOT_FOUND = 127  # as the shell: no such program
 
@@ -41,6 +42,7 @@ class FailureKind(enum.Enum):
     OUT_OF_MEMORY = "OutOfMemory"
     HOST_LOST = "HostLost"
     MASTER_LOST = "MasterLost"
+    STALLED = "Stalled"
 
 
 class ToolkitError(Exception):

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
+from . import progress
 from .common.frameworks import running_horovod
 from .data.records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
 
@@ -102,6 +103,7 @@ def read_batches(fd: int, fmt: RecordFormat, where: str, skip: int = 0) -> Itera
         while splitter.fill_from(fd):
             batch = splitter.records()
             if batch:
+                progress.alive()
                 yield batch
         while batch := splitter.records():
             yield batch
@@ -200,6 +202,7 @@ def spool_chunks(
                             out = os.open(folder / f"chunk-{index:06d}.tfrecord", os.O_WRONLY | os.O_CREAT, 0o600)
                         with splitter.view() as view:
                             write_spans(out, view, spans)
+                        progress.alive()
                         size += spans[-1][1] - spans[0][0]
                         if size >= chunk_bytes:
                             os.close(out)
@@ -309,4 +312,5 @@ def equal_steps(batches: Iterable[T], name: str = "smtrain_equal_steps") -> Iter
                                  f"this rank skipped its last {skipped} batch(es) of the epoch\n")
             return
         taken += 1
+        progress.step()
         yield batch  # type: ignore[misc]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import time
 from pathlib import Path
@@ -40,3 +41,17 @@ def wait_for_files(cluster: Cluster, pattern: str, count: int, timeout: float) -
         if len(found) >= count or time.monotonic() > deadline:
             return found
         time.sleep(0.05)
+
+
+def feed_every_host(cluster: Cluster, channel: dict, sources: list[Path], epochs: int) -> list:
+    """Each host gets Pipe channel `train` (`channel` is its inputdataconfig entry) fed from its own
+    source folder by a local feeder playing SageMaker's part; returns the started feeders."""
+    from smtrain.data.feeder import Feeder, channel_objects
+
+    feeders = []
+    for host, source in zip(cluster.hosts, sources):
+        (host.ml / "input" / "config" / "inputdataconfig.json").write_text(json.dumps({"train": channel}))
+        data = host.ml / "input" / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        feeders.append(Feeder(data, {"train": channel_objects(str(source))}, {"train": None}, epochs=epochs).start())
+    return feeders

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster.conftest import PROGRAMS, wait_for_files
+from tests.cluster.conftest import PROGRAMS, feed_every_host, wait_for_files
 
 TRAIN = [str(Path(sys.executable).parent / "train")]
 MPI = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2}
@@ -191,22 +191,14 @@ def _examples(path: Path, ids: range) -> None:
 
 def test_horovod_job_reading_through_pipe_mode(make_cluster, tmp_path: Path) -> None:
     """2 hosts x 2 ranks; each host's feeder plays SageMaker, its demultiplexer deals records to its ranks."""
-    from smtrain.data.feeder import Feeder, channel_objects
-
     source = tmp_path / "src"
     source.mkdir()
     _examples(source / "part-0.tfrecord", range(0, 32))
     _examples(source / "part-1.tfrecord", range(32, 64))
     cluster = make_cluster(2)
     cluster.write_job(MPI, program=PROGRAMS / "hvd_pipe_train.py")
-    feeders = []
-    for host in cluster.hosts:
-        config = host.ml / "input" / "config"
-        (config / "inputdataconfig.json").write_text(json.dumps(
-            {"train": {"TrainingInputMode": "Pipe", "ContentType": "application/x-tfrecord"}}))
-        data = host.ml / "input" / "data"
-        data.mkdir(parents=True)
-        feeders.append(Feeder(data, {"train": channel_objects(str(source))}, {"train": None}, epochs=2).start())
+    feeders = feed_every_host(cluster, {"TrainingInputMode": "Pipe", "ContentType": "application/x-tfrecord"},
+                              [source, source], epochs=2)
     cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
     statuses = cluster.wait(240)
     assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
@@ -224,7 +216,6 @@ def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path:
     position; the restarted job (fed again from FIFO epoch 0, as SageMaker does) skips exactly that."""
     from collections import Counter
 
-    from smtrain.data.feeder import Feeder, channel_objects
     from smtrain.data.records import encode_tfrecord
 
     source = tmp_path / "src"
@@ -238,13 +229,7 @@ def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path:
     for run in ("1", "2"):
         cluster.write_job({**MPI, "run": run, "epochs": 2, "horovod": "yes", "delay": 0.02},
                           program=PROGRAMS / "pipe_resume.py")
-        feeders = []
-        for host in cluster.hosts:
-            (host.ml / "input" / "config" / "inputdataconfig.json").write_text(
-                json.dumps({"train": {"TrainingInputMode": "Pipe"}}))
-            data = host.ml / "input" / "data"
-            data.mkdir(parents=True, exist_ok=True)
-            feeders.append(Feeder(data, {"train": channel_objects(str(source))}, {"train": None}, epochs=2).start())
+        feeders = feed_every_host(cluster, {"TrainingInputMode": "Pipe"}, [source, source], epochs=2)
         cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SM_GRACE_PERIOD_SECONDS="30"))
         if run == "1":
             deadline = time.monotonic() + 120
@@ -277,21 +262,17 @@ def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path:
 def test_hosts_with_different_record_counts_take_equal_steps_through_the_helper(make_cluster, tmp_path: Path) -> None:
     """ShardedByS3Key gives hosts different shares: 40 records on algo-1, 24 on algo-2 (20 and 12 per
     rank, batches of 4: 5 and 3 steps). pipes.equal_steps makes every rank take 3, and the job ends 0."""
-    from smtrain.data.feeder import Feeder, channel_objects
     from smtrain.data.records import encode_tfrecord
 
     cluster = make_cluster(2)
     cluster.write_job({**MPI, "batch": 4, "equal-steps": "yes"}, program=PROGRAMS / "hvd_pipe_steps.py")
-    feeders = []
+    sources = []
     for host, count in zip(cluster.hosts, (40, 24)):
-        source = tmp_path / host.name
-        source.mkdir()
-        (source / "part").write_bytes(b"".join(encode_tfrecord(f"{host.name}/{i}".encode()) for i in range(count)))
-        (host.ml / "input" / "config" / "inputdataconfig.json").write_text(
-            json.dumps({"train": {"TrainingInputMode": "Pipe", "S3DistributionType": "ShardedByS3Key"}}))
-        data = host.ml / "input" / "data"
-        data.mkdir(parents=True)
-        feeders.append(Feeder(data, {"train": channel_objects(str(source))}, {"train": None}, epochs=1).start())
+        sources.append(tmp_path / host.name)
+        sources[-1].mkdir()
+        (sources[-1] / "part").write_bytes(b"".join(encode_tfrecord(f"{host.name}/{i}".encode()) for i in range(count)))
+    feeders = feed_every_host(cluster, {"TrainingInputMode": "Pipe", "S3DistributionType": "ShardedByS3Key"},
+                              sources, epochs=1)
     cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
     statuses = cluster.wait(180)
     assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
@@ -299,4 +280,41 @@ def test_hosts_with_different_record_counts_take_equal_steps_through_the_helper(
     steps = sorted(p.read_text() for p in wait_for_files(cluster, "steps-*", 4, 5))
     assert steps == ["3"] * 4
     assert "this rank skipped its last 2 batch(es)" in cluster.hosts[0].stderr()
+    assert cluster.leftovers() == {}
+
+
+def test_a_rank_that_stops_progressing_fails_the_job_on_every_host_with_stacks(make_cluster) -> None:
+    """Rank 3 (on algo-2) sleeps after 5 steps; the others wait in the next allreduce. Stall timeout
+    20 s: every host ends non-zero within 60 s of the stall, naming rank 3 on algo-2, stacks logged."""
+    cluster = make_cluster(2)
+    cluster.write_job({**MPI, "stall-rank": 3, "stall-after": 5, "sagemaker_stall_timeout_seconds": 20},
+                      program=PROGRAMS / "hvd_stall.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    statuses = cluster.wait(150)
+    assert statuses == {"algo-1": 124, "algo-2": 124}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
+    stalled_at = float(wait_for_files(cluster, "stalled-at", 1, 1)[0].read_text())
+    print(f"rank 3 stalled -> every host exited: {time.time() - stalled_at:.1f} s")
+    assert time.time() - stalled_at < 60
+    for host in cluster.hosts:
+        reason = host.failure() or ""
+        assert reason.startswith("Stalled: no rank made progress for 20 s; stopped first: rank 3 on algo-2"), reason
+    logs = cluster.hosts[0].stderr() + cluster.hosts[1].stdout() + cluster.hosts[0].stdout()
+    assert "in sleeping_in_the_training_loop" in logs  # the stalled rank's stack
+    assert logs.count("Fatal Python error: Aborted") >= 4  # every rank's
+    assert cluster.leftovers() == {}
+
+
+def test_a_rank_that_hangs_before_hvd_init_is_named(make_cluster) -> None:
+    """The host answers ssh, but rank 2's program hangs before hvd.init; the others wait in it."""
+    cluster = make_cluster(2)
+    cluster.write_job({**MPI, "hang-rank": 2, "sagemaker_stall_timeout_seconds": 15},
+                      program=PROGRAMS / "hvd_late_init.py")
+    started = time.monotonic()
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    statuses = cluster.wait(120)
+    assert statuses == {"algo-1": 124, "algo-2": 124}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
+    assert time.monotonic() - started < 90
+    reason = cluster.hosts[0].failure() or ""
+    assert "stopped first: rank 2 on algo-2 (0 steps" in reason, reason
+    assert "in hanging_before_init" in cluster.hosts[0].stderr() + cluster.hosts[0].stdout()
     assert cluster.leftovers() == {}

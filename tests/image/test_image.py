@@ -5,7 +5,6 @@ Horovod with Pipe mode and checkpoints (the demo job); the GPU flavour's CUDA, N
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import subprocess
 import time

@@ -2,7 +2,6 @@
 train, and Pipe-mode resumption mid-epoch (every record exactly once across two runs)."""
 from __future__ import annotations
 
-import json
 import random
 import re
 import signal

@@ -16,7 +16,7 @@ from tests.support import make_tree, require_root, run_oracle, run_train
 
 DUMP_PROGRAM = Path(__file__).parent.parent / "programs" / "dump_env.py"
 # Variables only this toolkit sets (documented additions).
-OWN_VARIABLES = ("SM_CHECKPOINT_DIR", "SM_PIPE_")
+OWN_VARIABLES = ("SM_CHECKPOINT_DIR", "SM_PIPE_", "SM_PROGRESS_FILE")
 # Plain variables sagemaker-training sets besides SM_*.
 PLAIN_VARIABLES = ("CURRENT_HOST", "SAGEMAKER_JOB_NAME", "SAGEMAKER_REGION")
 
@@ -106,3 +106,5 @@ def test_own_variables(tmp_path: Path) -> None:
     assert env["SM_CHECKPOINT_DIR"] == str(tmp_path / "ckpt")
     assert env["SM_PIPE_TRAIN"] == str(tree.base / "input" / "data" / "train")
     assert "SM_PIPE_EVAL" not in env
+    assert env["SM_PROGRESS_FILE"].startswith("/dev/shm/smtrain-progress-") and env["PYTHONFAULTHANDLER"] == "1"
+    assert not Path(env["SM_PROGRESS_FILE"]).exists()  # removed when the program ended

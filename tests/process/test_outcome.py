@@ -1,7 +1,6 @@
 """Exit status passthrough, signal deaths, the failure and success files, program kinds."""
 from __future__ import annotations
 
-import os
 import signal
 from pathlib import Path
 

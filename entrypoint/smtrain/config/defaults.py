@@ -13,6 +13,10 @@ SSHD = "/usr/sbin/sshd"
 # the other for the heartbeat timeout has lost it.
 HEARTBEAT_S = 1.0
 HEARTBEAT_TIMEOUT_S = 10.0  # both ways: sagemaker_heartbeat_timeout_seconds / SM_HEARTBEAT_TIMEOUT_SECONDS
+# The stall watchdog: a job whose ranks all stopped making progress for this long fails (0: off).
+DEFAULT_STALL_TIMEOUT_S = 1800.0
+# After a stall, the ranks get SIGABRT (Python's faulthandler logs their stacks) and this long to die.
+STACK_DUMP_WAIT_S = 3.0
 # When the job must end at once (a host was lost), ranks get SIGTERM and this long before SIGKILL.
 ABORT_GRACE_S = 5.0
 # How long the toolkit's helper processes (monitor, demultiplexers, sshd, feeder) get between

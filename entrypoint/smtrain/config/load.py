@@ -23,6 +23,7 @@ from .defaults import (
     DEFAULT_MONITOR_INTERVAL_MS,
     DEFAULT_SSHD_CONFIG,
     DEFAULT_SSHD_PORT,
+    DEFAULT_STALL_TIMEOUT_S,
     HEARTBEAT_S,
     HEARTBEAT_TIMEOUT_S,
     default_peer_wait_s,
@@ -329,6 +330,8 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
         control_port=_port(environ, "SM_CONTROL_PORT", DEFAULT_CONTROL_PORT),
         sshd=_sshd(environ),
         heartbeat_timeout_s=_heartbeat_timeout(decoded, environ, str(hp_path)),
+        stall_timeout_s=_duration(decoded, environ, "sagemaker_stall_timeout_seconds", "SM_STALL_TIMEOUT_SECONDS",
+                                  DEFAULT_STALL_TIMEOUT_S, str(hp_path)),
         monitor_interval_ms=_monitor_interval(decoded, environ, profiler_config, str(hp_path)),
         environ=dict(environ),
     )

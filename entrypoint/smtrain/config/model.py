@@ -120,6 +120,7 @@ class TrainingConfig(NamedTuple):
     peer_wait_s: float  # how long the master waits for workers, and workers for the master
     control_port: int  # the master's control channel (smtrain.run.control)
     heartbeat_timeout_s: float  # silence on the control channel after which a host counts as lost
+    stall_timeout_s: float  # no progress on any rank for this long fails the job; 0: off
     monitor_interval_ms: Optional[float]  # the system monitor's sampling interval; None: switched off
     environ: Mapping[str, str]  # the environment `train` was started with
 

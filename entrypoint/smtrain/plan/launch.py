@@ -62,6 +62,7 @@ class LaunchPlan(NamedTuple):
     requirements: Optional[Path]  # requirements.txt to pip-install first, if the code has one
     folders: tuple[Path, ...]  # made before the program starts, as SageMaker provides them
     grace_period_s: float
+    stall_timeout_s: float  # the stall watchdog's timeout; 0: off
     failure_file: Path
     success_file: Path
     mpi: Optional[MpiPlan]  # None: the program runs on this host without MPI
@@ -86,6 +87,7 @@ class LaunchPlan(NamedTuple):
             "install_requirements": str(self.requirements) if self.requirements else None,
             "folders": [str(f) for f in self.folders],
             "grace_period_s": self.grace_period_s,
+            "stall_timeout_s": self.stall_timeout_s,
             "env": dict(sorted(self.env_set.items())),
             "mpi": self.mpi.to_json() if self.mpi else None,
             "pipes": {a.channel: {"mode": a.mode.value, "format": a.record_format.value, "prefix": a.prefix}
@@ -186,6 +188,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         requirements=requirements if launch.fetch_from or facts.code.has_requirements else None,
         folders=(config.paths.model_dir, config.paths.output_data_dir, config.checkpoint_dir),
         grace_period_s=config.grace_period_s,
+        stall_timeout_s=config.stall_timeout_s,
         failure_file=config.paths.failure_file,
         success_file=config.paths.success_file,
         mpi=mpi,

@@ -6,7 +6,7 @@ Pure: a function of the config and the host facts.
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping, Optional
+from typing import Any, Optional
 
 from ..config.model import HostFacts, TrainingConfig
 from ..config.hyperparameters import to_cmd_args

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import select
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Mapping, Optional, Sequence
@@ -20,14 +23,20 @@ from ..common import console
 from ..common.signals import SignalWaker
 from ..config.defaults import DEFAULT_BASE_DIR, DEFAULT_GRACE_PERIOD_S
 from ..config.secrets import Redactor
+from ..common import linux
 from ..plan.pipes import pipe_env
+from ..progress import PROGRESS_FILE_ENV
 from ..run import control
 from ..run.supervise import supervise
+from ..run.watchdog import ProgressFile
 from .contract import RankContract, without_internals
 from .report import RankFailure
 from .watch import REPORT_TAIL_BYTES, FailureWatch
 
 __all__ = ["main", "rank_env"]
+
+# Counts reaching Horovod's init as progress (startup/sitecustomize.py), for the stall watchdog.
+STARTUP_HOOK = str(Path(__file__).resolve().parent / "startup")
 
 
 def local_host(environ: Mapping[str, str]) -> Optional[str]:
@@ -78,6 +87,65 @@ class Reporter:
             sock.close()
 
 
+class ProgressReporter:
+    """Tells the master this rank's step count whenever it grew (checked every second), over one
+    lasting connection; when the master says the job stalled, SIGABRT to the program, whose
+    faulthandler (PYTHONFAULTHANDLER) writes every thread's Python stack to the log."""
+
+    def __init__(self, contract: RankContract, env: Mapping[str, str], progress: ProgressFile) -> None:
+        self._contract, self._progress = contract, progress
+        self._host, self._rank = env.get("SM_CURRENT_HOST", "?"), int(env.get("SM_RANK", "-1"))
+        self._stopped = threading.Event()
+
+    def start(self) -> "ProgressReporter":
+        threading.Thread(target=self._run, name="progress", daemon=True).start()
+        return self
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    def _message(self, steps: int, beats: int) -> bytes:
+        return control.encode(control.MessageType.PROGRESS, token=self._contract.token, host=self._host,
+                              rank=self._rank, steps=steps, beats=beats)
+
+    def _run(self) -> None:
+        sock = control.connect(self._contract.control_host, self._contract.control_port, time.monotonic() + 30,
+                               self._message(0, 0))
+        if sock is None:
+            return
+        reader = control.LineReader(sock)
+        reported = (0, 0)
+        with sock:
+            while not self._stopped.is_set():
+                readable, _, _ = select.select([sock], [], [], 1.0)
+                if readable or reader.has_buffered():
+                    if not self._handle(reader):
+                        return
+                now = self._progress.read()
+                if now != reported:
+                    reported = now
+                    try:
+                        sock.sendall(self._message(*now))
+                    except OSError:
+                        return
+
+    def _handle(self, reader: control.LineReader) -> bool:
+        try:
+            message = reader.read(timeout=1.0)
+        except (TimeoutError, ValueError):
+            return True
+        if message is None:
+            return False
+        if message.type is control.MessageType.STALL:
+            console.log("the job stalled: SIGABRT to the program, whose faulthandler logs its stack")
+            for child in linux.children_of(os.getpid()):
+                try:
+                    os.kill(child, signal.SIGABRT)
+                except ProcessLookupError:
+                    pass
+        return True
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     waker = SignalWaker()
     args = list(sys.argv[1:] if argv is None else argv)
@@ -93,7 +161,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     grace = contract.grace_period_s if contract else DEFAULT_GRACE_PERIOD_S
     reporter = Reporter(contract, env, args[-1] if len(args) == 1 else args[1])
     watch = FailureWatch(reporter)
-    result = supervise(args, env, Path.cwd(), grace, waker, on_stderr=watch)
+    progress = ProgressFile()
+    env[PROGRESS_FILE_ENV] = progress.path
+    env.setdefault("PYTHONFAULTHANDLER", "1")
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [STARTUP_HOOK, env.get("PYTHONPATH")]))
+    progress_reporter = ProgressReporter(contract, env, progress).start() if contract else None
+    try:
+        result = supervise(args, env, Path.cwd(), grace, waker, on_stderr=watch)
+    finally:
+        if progress_reporter is not None:
+            progress_reporter.stop()
+        progress.remove()
     ended_at = time.time()  # wall clock: comparable across the job's hosts (NTP), unlike monotonic time
     if result.exit_code != 0:
         reporter.send(reporter.failure(

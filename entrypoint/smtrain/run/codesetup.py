@@ -2,7 +2,6 @@
 latter only where boto3 is installed) into the code folder, and install its requirements.txt."""
 from __future__ import annotations
 
-import os
 import subprocess
 import tarfile
 import tempfile

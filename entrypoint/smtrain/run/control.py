@@ -12,6 +12,9 @@ says so explicitly, over one TCP connection per worker, as newline-delimited JSO
                        signal {signum}              forward signum to your ranks
                        end {status, reason}         the job is over: exit with status
     rank   -> master   rank-exit {token, RankFailure fields}   a rank failed (smtrain.rank.report)
+                       progress {token, host, rank, steps, beats}   on one lasting connection per rank,
+                                                               when its progress grows (smtrain.progress)
+    master -> rank     stall                        the job stalled: dump your stack (SIGABRT)
 
 A side that reads nothing from the other for the heartbeat timeout, or whose connection breaks, has
 lost the other: a worker exits with MasterLost, the master ends the job with HostLost naming the host
@@ -41,6 +44,8 @@ class MessageType(enum.Enum):
     SIGNAL = "signal"
     END = "end"
     RANK_EXIT = "rank-exit"
+    PROGRESS = "progress"
+    STALL = "stall"
     INVALID = "invalid"  # what a reader makes of a line that is not a message
 
 
@@ -96,11 +101,14 @@ class ControlServer:
     """The master's side. Threads: one accepting, one reading per connection, one heartbeat."""
 
     def __init__(self, bind: str, port: int, token: str, log: Callable[[str], None],
-                 heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S, on_lost: Callable[[], None] = lambda: None) -> None:
+                 heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S, on_lost: Callable[[], None] = lambda: None,
+                 on_progress: Callable[[str, int, int, int], None] = lambda host, rank, steps, beats: None) -> None:
         self.token = token
         self._log = log
         self._heartbeat_timeout_s = heartbeat_timeout_s
         self._on_lost = on_lost  # called (from a reader thread) when a worker is lost mid-job
+        self._on_progress = on_progress  # called (from a reader thread) with a rank's steps and signs of life
+        self._ranks: list[socket.socket] = []  # rank launchers' lasting connections
         self._listener = socket.create_server((bind, port), reuse_port=False, backlog=256)
         self.port = self._listener.getsockname()[1]
         self._lock = threading.Condition()
@@ -173,7 +181,7 @@ class ControlServer:
         self._closed = True
         self._listener.close()
         with self._lock:
-            for sock in self._workers.values():
+            for sock in [*self._workers.values(), *self._ranks]:
                 sock.close()
 
     # -- threads -------------------------------------------------------------------------------
@@ -204,6 +212,9 @@ class ControlServer:
                     self._lock.notify_all()
             sock.close()
             return
+        if first and first.type is MessageType.PROGRESS and first.fields.get("token") == self.token:
+            self._follow_rank(sock, reader, first)
+            return
         if not first or first.type is not MessageType.HELLO or not isinstance(first.fields.get("host"), str):
             sock.close()
             return
@@ -224,6 +235,42 @@ class ControlServer:
         if lost:
             self._log(f"lost worker {host}: {how}")
             self._on_lost()
+
+    def _follow_rank(self, sock: socket.socket, reader: LineReader, first: Message) -> None:
+        """A rank launcher's progress reports, until it hangs up."""
+        try:
+            host, rank = str(first.fields["host"]), int(first.fields["rank"])
+        except (KeyError, TypeError, ValueError):
+            sock.close()
+            return
+        with self._lock:
+            self._ranks.append(sock)
+        message: Optional[Message] = first
+        while message is not None:
+            steps, beats = message.fields.get("steps"), message.fields.get("beats", 0)
+            if message.type is MessageType.PROGRESS and isinstance(steps, int) and isinstance(beats, int):
+                self._on_progress(host, rank, steps, beats)
+            try:
+                message = reader.read(timeout=None)
+            except (TimeoutError, ValueError):
+                break
+        with self._lock:
+            self._ranks.remove(sock)
+        sock.close()
+
+    def tell_ranks(self, kind: MessageType) -> int:
+        """Send `kind` to every rank launcher connected now; how many."""
+        data = encode(kind)
+        with self._lock:
+            ranks = list(self._ranks)
+        sent = 0
+        for sock in ranks:
+            try:
+                sock.sendall(data)
+                sent += 1
+            except OSError:
+                pass
+        return sent
 
     def _until_lost(self, reader: LineReader) -> str:
         """Read a worker's heartbeats until it goes away; how it went."""

@@ -5,19 +5,23 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from ..common import linux
 from ..common.console import log
-from ..errors import FailureKind, PeersUnreachable, StartupFailed
+from ..config.defaults import STACK_DUMP_WAIT_S
+from ..errors import ExitCode, FailureKind, PeersUnreachable, StartupFailed
 from ..rank.report import is_consequence
 from ..plan.launch import LaunchPlan
 from .control import ControlServer, MessageType
 from .helpers import HelperGroup
 from .outcome import FileState, describe_program_failure, failure_text, oom_kill_count
 from .single import finish, prepare, program_failure, start_helpers
+from .stall import Stall, StallWatch
 from .supervise import ProcessResult, SignalWaker, supervise
+from .watchdog import Watchdog
 
 __all__ = ["run_master", "signal_ranks"]
 
@@ -39,9 +43,12 @@ def signal_ranks(root: int, signum: int) -> int:
     return sent
 
 
-def _job_outcome(result: ProcessResult, server: ControlServer, program: str, oom_before: object) -> tuple[int, str]:
-    """The job's status and reason: the first failing rank's, else a lost host, else mpirun's. A lost
-    host wins over ranks that failed only because the job was ended for it."""
+def _job_outcome(result: ProcessResult, server: ControlServer, program: str, oom_before: object,
+                 stall: Optional[Stall]) -> tuple[int, str]:
+    """The job's status and reason: a stall the watchdog found, else the first failing rank's, else a
+    lost host, else mpirun's. A lost host wins over ranks that failed only because the job was ended for it."""
+    if stall is not None:
+        return int(ExitCode.STALLED), failure_text(FailureKind.STALLED, stall.describe())
     if result.exit_code == 0:
         return 0, ""
     report = server.first_report()
@@ -64,16 +71,26 @@ def _job_outcome(result: ProcessResult, server: ControlServer, program: str, oom
     return result.exit_code, program_failure(result, f"mpirun ({program})", oom_before)
 
 
-def _open_control(plan: LaunchPlan, token: str, waker: SignalWaker) -> ControlServer:
+def _open_control(plan: LaunchPlan, token: str, waker: SignalWaker,
+                  on_progress: Callable[[str, int, int, int], None]) -> ControlServer:
     assert plan.mpi is not None
     try:
         return ControlServer(plan.mpi.control_bind, plan.mpi.control_port, token, log,
-                             plan.mpi.heartbeat_timeout_s, on_lost=waker.post)
+                             plan.mpi.heartbeat_timeout_s, on_lost=waker.post, on_progress=on_progress)
     except OSError as e:
         raise StartupFailed(
             f"cannot listen on the control port {plan.mpi.control_bind}:{plan.mpi.control_port}: {e.strerror} "
             "(set SM_CONTROL_PORT to a free port)"
         ) from None
+
+
+def _expected_ranks(plan: LaunchPlan, watch: StallWatch) -> StallWatch:
+    """Every rank of the job, as mpirun places them (--map-by slot: host after host)."""
+    assert plan.mpi is not None
+    layout = plan.mpi.layout
+    for rank in range(layout.num_processes):
+        watch.expect(layout.hosts[rank // layout.processes_per_host], rank)
+    return watch
 
 
 def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, waker: SignalWaker, token: str) -> int:
@@ -83,7 +100,8 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     prepare(plan, python)
     with HelperGroup() as helpers:
         start_helpers(plan, helpers)
-        server = _open_control(plan, token, waker)
+        dogs: list[Watchdog] = []  # the stall watchdog, once the ranks start
+        server = _open_control(plan, token, waker, lambda host, rank, steps, beats: [d.observe(host, rank, steps, beats) for d in dogs])
         try:
             server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
             if mpi.workers:
@@ -106,13 +124,29 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
             oom_before = oom_kill_count()
             log(f"host {plan.host}: starting {mpi.layout.num_processes} ranks on {', '.join(mpi.layout.hosts)}: "
                 f"{shlex.join(plan.argv)}")
-            def lost_host() -> Optional[str]:
-                lost = server.lost_hosts()
-                return f"lost worker host {lost[0]}" if lost else None
 
-            result = supervise(plan.argv, plan.child_env(inherited_env), plan.cwd, plan.grace_period_s, waker,
-                               forward, spare=helpers.pids, on_wake=lost_host)
-            status, reason = _job_outcome(result, server, str(plan.program.program_path), oom_before)
+            def stalled(stall: Stall) -> None:
+                log(f"Stalled: {stall.describe()}; every rank gets SIGABRT to log its Python stack")
+                server.tell_ranks(MessageType.STALL)
+                threading.Timer(STACK_DUMP_WAIT_S, waker.post).start()  # then the job ends (why_end)
+
+            def why_end() -> Optional[str]:
+                lost = server.lost_hosts()
+                if lost:
+                    return f"lost worker host {lost[0]}"
+                return "the job stalled" if dogs and dogs[0].stall else None
+
+            if plan.stall_timeout_s > 0:
+                dogs.append(Watchdog(_expected_ranks(plan, StallWatch(plan.stall_timeout_s, time.monotonic())),
+                                     stalled).start())
+            try:
+                result = supervise(plan.argv, plan.child_env(inherited_env), plan.cwd, plan.grace_period_s, waker,
+                                   forward, spare=helpers.pids, on_wake=why_end)
+            finally:
+                for dog in dogs:
+                    dog.stop()
+            status, reason = _job_outcome(result, server, str(plan.program.program_path), oom_before,
+                                          dogs[0].stall if dogs else None)
             server.end(status, reason)
         finally:
             server.close()

@@ -2,16 +2,26 @@
 The pieces every role shares (prepare, helpers, finish) live here too."""
 from __future__ import annotations
 
+import os
 import shlex
 import signal
+import threading
+import time
+from typing import Optional
 
+from ..common import linux
 from ..common.console import log, redact
+from ..config.defaults import STACK_DUMP_WAIT_S
+from ..errors import ExitCode, FailureKind
+from ..progress import PROGRESS_FILE_ENV
 from ..plan.launch import LaunchPlan
 from ..plan.program import check_program
 from .codesetup import fetch_code, install_requirements
 from .helpers import HelperGroup
 from .outcome import FileState, describe_program_failure, failure_text, oom_kill_count, report_failure, report_success
+from .stall import Stall, StallWatch
 from .supervise import ProcessResult, SignalWaker, parent_death_signal, supervise
+from .watchdog import ProgressFile, Watchdog
 
 __all__ = ["finish", "prepare", "program_failure", "run_single", "start_helpers"]
 
@@ -62,13 +72,52 @@ def run_single(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     prepare(plan, python)
     oom_before = oom_kill_count()
     log(f"host {plan.host}: starting {shlex.join(plan.argv)}")
-    with HelperGroup() as helpers:
+    env = plan.child_env(inherited_env)
+    progress = ProgressFile()
+    env[PROGRESS_FILE_ENV] = progress.path
+    env.setdefault("PYTHONFAULTHANDLER", "1")  # a stall's SIGABRT logs the program's Python stack
+    dog: Optional[Watchdog] = None
+    try:
+        with HelperGroup() as helpers:
 
-        def start_after_program() -> list[int]:
-            start_helpers(plan, helpers)
-            return helpers.pids
+            def start_after_program() -> list[int]:
+                nonlocal dog
+                if plan.stall_timeout_s > 0:
+                    dog = _watch_program(plan, progress, helpers, waker)
+                start_helpers(plan, helpers)
+                return helpers.pids
 
-        result = supervise(plan.argv, plan.child_env(inherited_env), plan.cwd, plan.grace_period_s, waker,
-                           on_started=start_after_program)
+            def why_end() -> Optional[str]:
+                return "the program stalled" if dog is not None and dog.stall else None
+
+            result = supervise(plan.argv, env, plan.cwd, plan.grace_period_s, waker,
+                               on_started=start_after_program, on_wake=why_end)
+    finally:
+        if dog is not None:
+            dog.stop()
+        progress.remove()
+    if dog is not None and dog.stall is not None:
+        return finish(plan, int(ExitCode.STALLED), failure_text(FailureKind.STALLED, dog.stall.describe()),
+                      failure_at_start)
     reason = "" if result.exit_code == 0 else program_failure(result, str(plan.program.program_path), oom_before)
     return finish(plan, result.exit_code, reason, failure_at_start)
+
+
+def _watch_program(plan: LaunchPlan, progress: ProgressFile, helpers: HelperGroup, waker: SignalWaker) -> Watchdog:
+    """The stall watchdog for a program on its own (no MPI): it reads the program's progress file."""
+    def poll(dog: Watchdog) -> None:
+        dog.observe(plan.host, 0, *progress.read())
+
+    def stalled(stall: Stall) -> None:
+        log(f"Stalled: {stall.describe()}; SIGABRT to the program, whose faulthandler logs its stack")
+        for child in linux.children_of(os.getpid()):
+            if child not in helpers.pids:
+                try:
+                    os.kill(child, signal.SIGABRT)
+                except ProcessLookupError:
+                    pass
+        threading.Timer(STACK_DUMP_WAIT_S, waker.post).start()
+
+    watch = StallWatch(plan.stall_timeout_s, time.monotonic())
+    watch.expect(plan.host, 0)
+    return Watchdog(watch, stalled, poll).start()
