@@ -37,6 +37,18 @@ CASES: dict[str, tuple[Callable[[Tree], None], int, list[str]]] = {
     "hosts-not-a-list": (_hosts("algo-1"), CONFIG_ERROR, ["resourceconfig.json", "'hosts'", "non-empty list"]),
     "duplicated-hosts": (_hosts(["algo-1", "algo-2", "algo-1"]), CONFIG_ERROR,
                          ["resourceconfig.json", "duplicated host names ['algo-1']"]),
+    "pytorch-ddp": (lambda t: t.write_config("hyperparameters.json", {
+        "sagemaker_program": '"train.py"', "sagemaker_pytorch_ddp_enabled": "true"}),
+        CONFIG_ERROR, ["hyperparameters.json", "'sagemaker_pytorch_ddp_enabled'", "PyTorch DDP", "sagemaker_mpi_enabled"]),
+    "smdistributed-dataparallel": (lambda t: t.write_config("hyperparameters.json", {
+        "sagemaker_program": '"train.py"', "sagemaker_distributed_dataparallel_enabled": "true"}),
+        CONFIG_ERROR, ["'sagemaker_distributed_dataparallel_enabled'", "data-parallel library"]),
+    "mwms-on-two-hosts": (lambda t: (_hosts(["algo-1", "algo-2"])(t), t.write_config("hyperparameters.json", {
+        "sagemaker_program": '"train.py"', "sagemaker_multi_worker_mirrored_strategy_enabled": "true"})),
+        CONFIG_ERROR, ["'sagemaker_multi_worker_mirrored_strategy_enabled'", "MultiWorkerMirroredStrategy"]),
+    "parameter-server-on-two-hosts": (lambda t: (_hosts(["algo-1", "algo-2"])(t), t.write_config(
+        "hyperparameters.json", {"sagemaker_program": '"train.py"', "sagemaker_parameter_server_enabled": True})),
+        CONFIG_ERROR, ["'sagemaker_parameter_server_enabled'", "parameter servers"]),
     "no-program": (lambda t: t.write_config("hyperparameters.json", {"lr": "0.1"}),
                    CONFIG_ERROR, ["sagemaker_program", "SAGEMAKER_PROGRAM"]),
     "missing-program": (lambda t: t.write_config("hyperparameters.json", {"sagemaker_program": '"nope.py"'}),

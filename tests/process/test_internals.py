@@ -116,3 +116,19 @@ def test_control_port_in_use_is_a_startup_failure_that_leaves_nothing(tmp_path: 
     assert failure.startswith("StartupFailed:") and str(port) in failure and "SM_CONTROL_PORT" in failure
     assert b"must not run" not in done.stdout
     assert processes_mentioning(str(tree.base)) == []  # the monitor started before the port was tried
+
+
+def test_custom_mpi_options_as_aws_samples_write_them(tmp_path: Path) -> None:
+    """`--NCCL_DEBUG=INFO` would make mpirun fail with 'unknown option'; a repeated default is replaced."""
+    tree = make_tree(tmp_path / "ml", hyperparameters={
+        **MPI_2, "sagemaker_mpi_custom_mpi_options": '"--NCCL_DEBUG=INFO --map-by slot -x NCCL_ALGO=Ring"'})
+    tree.write_program("train.py", "import json, os\nrank = os.environ['SM_RANK']\n"
+                       "json.dump(dict(os.environ), open(os.environ['SM_OUTPUT_DATA_DIR'] + f'/env-{rank}.json', 'w'))\n")
+    done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off"), timeout=120)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr[-2000:]
+    for rank in (0, 1):
+        env = json.loads((tree.base / "output" / "data" / f"env-{rank}.json").read_text())
+        assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_ALGO"] == "Ring"
+    line = next(line for line in stderr.splitlines() if line.startswith("[train] host algo-1: starting 2 ranks"))
+    assert line.count("--map-by") == 1 and "NCCL_DEBUG=" not in line and "-x NCCL_ALGO=Ring" in line

@@ -101,3 +101,27 @@ def test_custom_options_come_before_the_program() -> None:
 
 def test_is_exported() -> None:
     assert is_exported("LD_LIBRARY_PATH") and not is_exported("BASH_FUNC_x%%") and not is_exported("PWD")
+
+
+@pytest.mark.parametrize("options", [("--NCCL_DEBUG=INFO", "--mca", "btl_tcp_if_exclude", "docker0"),
+                                     ("--NCCL_DEBUG", "INFO", "--mca", "btl_tcp_if_exclude", "docker0")])
+def test_nccl_debug_option_becomes_the_ranks_nccl_debug(options) -> None:
+    """As AWS's samples write it; mpirun itself would fail with 'unknown option'."""
+    command = _command(custom_options=options)
+    assert command.env["NCCL_DEBUG"] == "INFO" and "NCCL_DEBUG" in _option(command.argv, "-x")
+    assert not any("NCCL_DEBUG=" in a or a == "--NCCL_DEBUG" for a in command.argv)
+    assert command.argv[-len(RANK) - 3:-len(RANK)] == ("--mca", "btl_tcp_if_exclude", "docker0")
+
+
+def test_a_user_option_that_contradicts_a_default_replaces_it() -> None:
+    argv = _command(env={"PATH": "/bin", "NCCL_ALGO": "Tree"},
+                    custom_options=("--map-by", "ppr:2:socket", "-bind-to", "core", "--mca", "pml", "cm",
+                                    "--mca", "btl_tcp_if_include", "eth1", "-x", "NCCL_ALGO=Ring")).argv
+    assert _option(argv, "--map-by") == ["ppr:2:socket"] and _option(argv, "--bind-to") == []
+    assert _option(argv, "-bind-to") == ["core"]
+    mca = [argv[i + 1:i + 3] for i, a in enumerate(argv) if a == "--mca"]
+    assert [k for k, _ in mca].count("pml") == 1 and ("pml", "cm") in [tuple(m) for m in mca]
+    assert ("btl_tcp_if_include", "eth1") in [tuple(m) for m in mca]
+    assert ("btl_tcp_if_include", "eth0") not in [tuple(m) for m in mca]
+    assert ("oob_tcp_if_include", "eth0") in [tuple(m) for m in mca]  # not contradicted: kept
+    assert _option(argv, "-x").count("NCCL_ALGO=Ring") == 1 and "NCCL_ALGO" not in _option(argv, "-x")

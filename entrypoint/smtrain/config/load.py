@@ -222,6 +222,28 @@ def _mpi(decoded: Mapping[str, Any], where: str) -> MpiSettings:
     )
 
 
+# Distribution flags the SDK writes that this image cannot serve: (what it asks for, hosts from which
+# it fails). Running the program anyway would train independent copies, and the user pays for each.
+UNSERVED_DISTRIBUTIONS = {
+    "sagemaker_distributed_dataparallel_enabled": ("SageMaker's data-parallel library (smdistributed)", 1),
+    "sagemaker_pytorch_ddp_enabled": ("PyTorch DDP", 1),
+    "sagemaker_torch_distributed_enabled": ("PyTorch's torch.distributed launcher", 1),
+    "sagemaker_pytorch_xla_multi_worker_enabled": ("PyTorch/XLA", 1),
+    "sagemaker_multi_worker_mirrored_strategy_enabled": ("TensorFlow's MultiWorkerMirroredStrategy on several hosts", 2),
+    "sagemaker_parameter_server_enabled": ("TensorFlow parameter servers on several hosts", 2),
+}
+
+
+def _check_distribution(decoded: Mapping[str, Any], num_hosts: int, where: str) -> None:
+    for name, (what, from_hosts) in UNSERVED_DISTRIBUTIONS.items():
+        if _truthy(decoded.get(name, False)) and num_hosts >= from_hosts:
+            raise ConfigError(
+                f"{where}: hyperparameter '{name}' asks for {what}, which this image does not serve; it serves "
+                "Horovod and MPI jobs (distribution={'mpi': {'enabled': True}}, i.e. sagemaker_mpi_enabled) "
+                "and single-host TensorFlow programs"
+            )
+
+
 def _program(decoded: Mapping[str, Any], environ: Mapping[str, str], paths: Paths) -> Optional[ProgramSpec]:
     entry = environ.get("SAGEMAKER_PROGRAM") or decoded.get("sagemaker_program")
     if entry is None:
@@ -308,6 +330,7 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
 
     decoded = hps.decode(raw_hps)
     resources = _resources(resource_config, rc_path, environ)
+    _check_distribution(decoded, len(resources.hosts), str(hp_path))
     checkpoint_dir = (
         _field(checkpoint_config, "LocalPath", str, str(paths.config_file("checkpointconfig.json")), required=False)
         or environ.get("SM_CHECKPOINT_DIR")

@@ -76,6 +76,44 @@ def is_exported(name: str) -> bool:
     )
 
 
+def split_nccl_debug(options: Sequence[str]) -> tuple[Optional[str], tuple[str, ...]]:
+    """`--NCCL_DEBUG=X` or `--NCCL_DEBUG X` (as AWS's samples write it) is not an mpirun option:
+    as sagemaker-training does, it becomes the ranks' NCCL_DEBUG. Returns (X or None, the rest)."""
+    rest: list[str] = []
+    value: Optional[str] = None
+    items = list(options)
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if item.startswith("--NCCL_DEBUG="):
+            value = item.split("=", 1)[1]
+        elif item == "--NCCL_DEBUG" and i + 1 < len(items):
+            value, i = items[i + 1], i + 1
+        else:
+            rest.append(item)
+        i += 1
+    return value, tuple(rest)
+
+
+_SAME_AS = {"-bind-to": "--bind-to", "-map-by": "--map-by", "-mca": "--mca"}
+
+
+def _option_keys(options: Sequence[str]) -> list[tuple[str, ...]]:
+    """What each option sets, to tell when a user option contradicts a default: `--bind-to`,
+    `--map-by`, `--mca KEY`, `-x NAME`."""
+    keys: list[tuple[str, ...]] = []
+    for i, item in enumerate(options):
+        flag = _SAME_AS.get(item, item)
+        following = options[i + 1] if i + 1 < len(options) else ""
+        if flag in ("--bind-to", "--map-by"):
+            keys.append((flag,))
+        elif flag == "--mca" and following:
+            keys.append(("--mca", following))
+        elif flag == "-x" and following:
+            keys.append(("-x", following.split("=", 1)[0]))
+    return keys
+
+
 def mpirun_command(
     job: MpiLayout,
     current_host: str,
@@ -89,24 +127,23 @@ def mpirun_command(
     """mpirun ... <rank_argv>. Every exportable variable of `env` travels to the ranks by name
     (`-x NAME`), so no value, a credential say, appears on a command line."""
     hosts = ["localhost" if h == current_host else h for h in job.hosts]
-    argv = [
-        "mpirun",
-        "--allow-run-as-root",
-        "--host", ",".join(f"{h}:{job.processes_per_host}" for h in hosts),
-        "-np", str(job.num_processes),
-        "--bind-to", "none",
-        "--map-by", "slot",
-        "--mca", "plm_rsh_no_tree_spawn", "1",
-        "--mca", "pml", "ob1",
-        "--mca", "btl", "^openib",
-        "--mca", "btl_vader_single_copy_mechanism", "none",
-        "--mca", "orte_abort_on_non_zero_status", "1",
-        "--mca", "odls_base_sigkill_timeout", "0",
-    ]  # fmt: skip
+    nccl_debug, custom = split_nccl_debug(custom_options)
+    defaults = [
+        ["--bind-to", "none"],
+        ["--map-by", "slot"],
+        ["--mca", "plm_rsh_no_tree_spawn", "1"],
+        ["--mca", "pml", "ob1"],
+        ["--mca", "btl", "^openib"],
+        ["--mca", "btl_vader_single_copy_mechanism", "none"],
+        ["--mca", "orte_abort_on_non_zero_status", "1"],
+        ["--mca", "odls_base_sigkill_timeout", "0"],
+    ]
     run_env = dict(env)
+    if nccl_debug is not None:
+        run_env["NCCL_DEBUG"] = nccl_debug
     interface = choose_interface(wanted_interface, network)
     if interface:
-        argv += ["--mca", "btl_tcp_if_include", interface, "--mca", "oob_tcp_if_include", interface]
+        defaults += [["--mca", "btl_tcp_if_include", interface], ["--mca", "oob_tcp_if_include", interface]]
         run_env["NCCL_SOCKET_IFNAME"] = interface
     if instance_type in EFA_INSTANCE_TYPES and network.efa_present:
         run_env["FI_PROVIDER"] = "efa"
@@ -114,9 +151,15 @@ def mpirun_command(
             run_env["FI_EFA_USE_DEVICE_RDMA"] = "1"
         else:
             run_env["NCCL_PROTO"] = "simple"
+    overridden = _option_keys(custom)
+    argv = ["mpirun", "--allow-run-as-root", "--host", ",".join(f"{h}:{job.processes_per_host}" for h in hosts),
+            "-np", str(job.num_processes)]
+    for group in defaults:  # a user option that contradicts a default replaces it
+        if _option_keys(group)[0] not in overridden:
+            argv += group
     for name in sorted(run_env):
-        if is_exported(name):
+        if is_exported(name) and ("-x", name) not in overridden:
             argv += ["-x", name]
-    argv += list(custom_options)
+    argv += list(custom)
     argv += list(rank_argv)
     return MpirunCommand(tuple(argv), run_env)
