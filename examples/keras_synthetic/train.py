@@ -26,7 +26,10 @@ def main() -> None:
     y = (x @ rng.normal(size=(16, 1))).astype("float32")
     model = keras.Sequential([keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)])
     model.compile(optimizer="adam", loss="mse")
-    model.fit(x, y, epochs=args.epochs, batch_size=args.batch_size, verbose=0, callbacks=[MetricsCallback()])
+    callbacks = [MetricsCallback()]
+    if os.environ.get("SM_TENSORBOARD_DIR"):  # the job has a TensorBoardOutputConfig: SageMaker uploads it
+        callbacks.append(keras.callbacks.TensorBoard(log_dir=os.environ["SM_TENSORBOARD_DIR"]))
+    model.fit(x, y, epochs=args.epochs, batch_size=args.batch_size, verbose=0, callbacks=callbacks)
     model.save(os.path.join(os.environ["SM_MODEL_DIR"], "model.keras"))
     log_metrics(final_loss=float(model.evaluate(x, y, verbose=0)))
     print(f"saved the model to {os.environ['SM_MODEL_DIR']} on {os.environ['SM_CURRENT_HOST']}")

@@ -45,6 +45,9 @@ def train_step(x, y):
 
 
 step = 0
+# Summaries for TensorBoard where the job has a TensorBoardOutputConfig (SageMaker uploads the folder).
+summaries = (tf.summary.create_file_writer(os.environ["SM_TENSORBOARD_DIR"])
+             if hvd.rank() == 0 and os.environ.get("SM_TENSORBOARD_DIR") else None)
 for fifo, epoch in enumerate(range(start, args.epochs)):
     batches = pipes.dataset("train", epochs=1, start=fifo).map(
         lambda r: tf.io.parse_single_example(r, features)).batch(args.batch_size, drop_remainder=True)
@@ -59,6 +62,9 @@ for fifo, epoch in enumerate(range(start, args.epochs)):
     state.epoch.assign(epoch + 1)
     if hvd.rank() == 0:
         log_metrics(epoch=epoch, loss=float(loss))
+    if summaries is not None:
+        with summaries.as_default():
+            tf.summary.scalar("loss", loss, step=epoch)
     manager.save(epoch + 1, state)
     if stop.agreed():
         sys.exit(0)

@@ -16,7 +16,7 @@ from tests.support import make_tree, require_root, run_oracle, run_train
 
 DUMP_PROGRAM = Path(__file__).parent.parent / "programs" / "dump_env.py"
 # Variables only this toolkit sets (documented additions).
-OWN_VARIABLES = ("SM_CHECKPOINT_DIR", "SM_PIPE_", "SM_PROGRESS_FILE")
+OWN_VARIABLES = ("SM_CHECKPOINT_DIR", "SM_PIPE_", "SM_PROGRESS_FILE", "SM_TENSORBOARD_DIR")
 # Plain variables sagemaker-training sets besides SM_*.
 PLAIN_VARIABLES = ("CURRENT_HOST", "SAGEMAKER_JOB_NAME", "SAGEMAKER_REGION")
 
@@ -100,10 +100,12 @@ def test_own_variables(tmp_path: Path) -> None:
                                                 "eval": {"TrainingInputMode": "File"}})
     shutil.copy(DUMP_PROGRAM, tree.code_dir / "train.py")
     tree.write_config("checkpointconfig.json", {"LocalPath": str(tmp_path / "ckpt")})
+    tree.write_config("tensorboardoutputconfig.json", {"LocalPath": str(tmp_path / "tb")})
     out = tmp_path / "ours.json"
     assert run_train(tree, env=tree.env(DUMP_TO=str(out))).returncode == 0
     env = _recorded(out)["env"]
     assert env["SM_CHECKPOINT_DIR"] == str(tmp_path / "ckpt")
+    assert env["SM_TENSORBOARD_DIR"] == str(tmp_path / "tb") and (tmp_path / "tb").is_dir()
     assert env["SM_PIPE_TRAIN"] == str(tree.base / "input" / "data" / "train")
     assert "SM_PIPE_EVAL" not in env
     assert env["SM_PROGRESS_FILE"].startswith("/dev/shm/smtrain-progress-") and env["PYTHONFAULTHANDLER"] == "1"

@@ -40,6 +40,8 @@ def test_no_toolkit_variable_reaches_the_ranks_of_a_one_host_mpi_job(tmp_path: P
         env = json.loads((tree.base / "output" / "data" / f"env-{rank}.json").read_text())
         assert [k for k in env if k.startswith("SMTRAIN_")] == []
         assert env["SM_RANK"] == str(rank) and env["SM_PIPE_TRAIN"].endswith(f"train-{rank}")
+        cores_each = str(max(1, (os.cpu_count() or 1) // 2))  # no GPU, 2 ranks: the cores are split
+        assert env["OMP_NUM_THREADS"] == env["TF_NUM_INTRAOP_THREADS"] == cores_each
 
 
 def test_a_secret_hyperparameter_is_masked_in_toolkit_lines_and_the_failure_file(tmp_path: Path) -> None:

@@ -90,3 +90,15 @@ def test_heartbeat_timeout_is_read_and_bounded(tmp_path: Path) -> None:
     assert plan.mpi is not None and plan.mpi.heartbeat_timeout_s == 25
     with pytest.raises(ConfigError, match="heartbeat timeout must be at least 3 s"):
         load_config(make_tree(tmp_path / "x", hyperparameters={"sagemaker_heartbeat_timeout_seconds": "1"}).env())
+
+
+def test_cpu_ranks_split_the_cores_unless_told_otherwise() -> None:
+    from smtrain.rank.launcher import cpu_threads
+
+    cpu = {"SM_LOCAL_SIZE": "4", "SM_NUM_GPUS": "0"}
+    assert cpu_threads(cpu, 16) == {"OMP_NUM_THREADS": "4", "TF_NUM_INTRAOP_THREADS": "4", "TF_NUM_INTEROP_THREADS": "4"}
+    assert cpu_threads({**cpu, "OMP_NUM_THREADS": "8"}, 16) == {"TF_NUM_INTRAOP_THREADS": "4",
+                                                                "TF_NUM_INTEROP_THREADS": "4"}
+    assert cpu_threads({"SM_LOCAL_SIZE": "3", "SM_NUM_GPUS": "0"}, 2)["OMP_NUM_THREADS"] == "1"
+    assert cpu_threads({"SM_LOCAL_SIZE": "8", "SM_NUM_GPUS": "8"}, 96) == {}  # GPU ranks: left alone
+    assert cpu_threads({"SM_LOCAL_SIZE": "1", "SM_NUM_GPUS": "0"}, 16) == {}  # one rank: TF's own defaults

@@ -282,6 +282,13 @@ def _port(environ: Mapping[str, str], name: str, default: int) -> int:
     return int(raw)
 
 
+def _optional_path(raw: dict, name: str, where: str) -> Optional[Path]:
+    value = _field(raw, name, str, where, required=False)
+    if value is not None and not value.startswith("/"):
+        raise ConfigError(f"{where}: field '{name}' must be an absolute path, got {value!r}")
+    return Path(value) if value else None
+
+
 def _heartbeat_timeout(decoded: Mapping[str, Any], environ: Mapping[str, str], where: str) -> float:
     timeout = _duration(decoded, environ, "sagemaker_heartbeat_timeout_seconds", "SM_HEARTBEAT_TIMEOUT_SECONDS",
                         HEARTBEAT_TIMEOUT_S, where)
@@ -325,6 +332,8 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
     raw_hps = _expect_object(_read_json(hp_path, dict), str(hp_path))
     input_data_config = _expect_object(_read_json(idc_path, dict), str(idc_path))
     checkpoint_config = _expect_object(_read_json(paths.config_file("checkpointconfig.json"), dict), "checkpointconfig.json")
+    tensorboard_path = paths.config_file("tensorboardoutputconfig.json")
+    tensorboard_config = _expect_object(_read_json(tensorboard_path, dict), str(tensorboard_path))
     profiler_path = paths.config_file("profilerconfig.json")
     profiler_config = _expect_object(_read_json(profiler_path, dict), str(profiler_path))
 
@@ -346,6 +355,7 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
         program=_program(decoded, environ, paths),
         mpi=_mpi(decoded, str(hp_path)),
         checkpoint_dir=Path(checkpoint_dir),
+        tensorboard_dir=_optional_path(tensorboard_config, "LocalPath", str(tensorboard_path)),
         grace_period_s=_duration(decoded, environ, "sagemaker_grace_period_seconds", "SM_GRACE_PERIOD_SECONDS",
                                 DEFAULT_GRACE_PERIOD_S, str(hp_path)),
         peer_wait_s=_duration(decoded, environ, "sagemaker_peer_wait_seconds", "SM_PEER_WAIT_SECONDS",

@@ -115,6 +115,7 @@ class TrainingConfig(NamedTuple):
     program: Optional[ProgramSpec]
     mpi: MpiSettings
     checkpoint_dir: Path
+    tensorboard_dir: Optional[Path]  # tensorboardoutputconfig.json LocalPath (SageMaker uploads it to S3)
     sshd: "SshdSettings"  # what a worker host starts for mpirun to reach it
     grace_period_s: float
     peer_wait_s: float  # how long the master waits for workers, and workers for the master

@@ -155,6 +155,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         **process_env_vars(config),
         **sm_env_vars(config, facts),
         "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
+        **({"SM_TENSORBOARD_DIR": str(config.tensorboard_dir)} if config.tensorboard_dir else {}),
         **pipe_env(pipes, 0),
         "PYTHONPATH": pythonpath,
     }
@@ -186,7 +187,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         cwd=launch.program_dir,
         env_set=env_set,
         requirements=requirements if launch.fetch_from or facts.code.has_requirements else None,
-        folders=(config.paths.model_dir, config.paths.output_data_dir, config.checkpoint_dir),
+        folders=(config.paths.model_dir, config.paths.output_data_dir, config.checkpoint_dir,
+                 *([config.tensorboard_dir] if config.tensorboard_dir else [])),
         grace_period_s=config.grace_period_s,
         stall_timeout_s=config.stall_timeout_s,
         failure_file=config.paths.failure_file,

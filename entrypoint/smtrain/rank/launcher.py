@@ -33,7 +33,7 @@ from .contract import RankContract, without_internals
 from .report import RankFailure
 from .watch import REPORT_TAIL_BYTES, FailureWatch
 
-__all__ = ["main", "rank_env"]
+__all__ = ["cpu_threads", "main", "rank_env"]
 
 # Counts reaching Horovod's init as progress (startup/sitecustomize.py), for the stall watchdog.
 STARTUP_HOOK = str(Path(__file__).resolve().parent / "startup")
@@ -61,7 +61,22 @@ def rank_env(environ: Mapping[str, str], contract: Optional[RankContract]) -> di
         env["SM_CURRENT_HOST"] = env["CURRENT_HOST"] = host
     if contract is not None:
         env.update(pipe_env(contract.pipes, int(env.get("SM_LOCAL_RANK", "0"))))
+    env.update(cpu_threads(env, os.cpu_count() or 1))
     return env
+
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+
+
+def cpu_threads(env: Mapping[str, str], cores: int) -> dict[str, str]:
+    """On a host without GPUs, P ranks each get cores/P threads for OpenMP and for TensorFlow's
+    intra- and inter-op pools, so that P ranks do not each start one thread per core and
+    oversubscribe the host. Variables the user set are left alone; with GPUs nothing is set."""
+    local_size = int(env.get("SM_LOCAL_SIZE", "1") or 1)
+    if env.get("SM_NUM_GPUS", "0") not in ("", "0") or local_size < 2:
+        return {}
+    threads = str(max(1, cores // local_size))
+    return {name: threads for name in THREAD_VARIABLES if name not in env}
 
 
 class Reporter:
