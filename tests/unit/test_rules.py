@@ -92,3 +92,11 @@ def test_thresholds_are_configurable_and_errors_name_the_parameter() -> None:
     with pytest.raises(ValueError, match="'abc' is not a number"):
         parse_overrides(["BatchSize.window=abc"])
     assert set(DEFAULTS) >= {"LowGPUUtilization", "CPUBottleneck", "BatchSize", "GPUMemoryIncrease"}
+
+
+def test_cpu_bottleneck_says_why_it_could_not_judge() -> None:
+    """Seen on a real H100 (a 42 s job, 214 samples): it said 'no GPU samples' although there were."""
+    from smtrain.profiler.rules import DEFAULTS, cpu_bottleneck
+
+    short = gpu_host([100.0] * 200, [5.0] * 200, [50.0] * 200)
+    assert cpu_bottleneck(short, DEFAULTS["CPUBottleneck"]) == (False, "no more datapoints than the patience (1000)")

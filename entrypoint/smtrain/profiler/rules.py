@@ -131,11 +131,12 @@ def low_gpu_utilization(series: Series, p: Mapping[str, float]) -> tuple[bool, s
 
 
 def cpu_bottleneck(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
-    findings, checked = [], 0
+    findings, checked, with_gpus = [], 0, 0
     for host in hosts(series):
         gpu_keys = [(host, g, "GPUUtilization") for g in gpus(series, host)]
         if not gpu_keys:
             continue
+        with_gpus += 1
         rows = _aligned(series, [(host, "cpu_total", "CPUUtilization"), *gpu_keys], p["patience"])
         if not rows:
             continue
@@ -145,7 +146,9 @@ def cpu_bottleneck(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
         if share > p["threshold"]:
             findings.append(f"{host}: CPU > {p['cpu_threshold']:g}% with GPUs < {p['gpu_threshold']:g}% in "
                             f"{share:.0f}% of datapoints (> {p['threshold']:g}%)")
-    return bool(findings), "; ".join(findings) or ("no CPU bottleneck" if checked else "no GPU samples")
+    if findings or checked:
+        return bool(findings), "; ".join(findings) or "no CPU bottleneck"
+    return False, (f"no more datapoints than the patience ({p['patience']:g})" if with_gpus else "no GPU samples")
 
 
 def batch_size(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
