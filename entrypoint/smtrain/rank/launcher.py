@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import sys
 import threading
 import time
@@ -23,12 +22,10 @@ from ..common import console
 from ..common.signals import SignalWaker
 from ..config.defaults import DEFAULT_BASE_DIR, DEFAULT_GRACE_PERIOD_S
 from ..config.secrets import Redactor
-from ..common import linux
 from ..plan.pipes import pipe_env
-from ..progress import PROGRESS_FILE_ENV
 from ..run import control
 from ..run.supervise import supervise
-from ..run.watchdog import ProgressFile
+from ..run.watchdog import ProgressFile, dump_stacks
 from .contract import RankContract, without_internals
 from .report import RankFailure
 from .watch import REPORT_TAIL_BYTES, FailureWatch
@@ -153,11 +150,7 @@ class ProgressReporter:
             return False
         if message.type is control.MessageType.STALL:
             console.log("the job stalled: SIGABRT to the program, whose faulthandler logs its stack")
-            for child in linux.children_of(os.getpid()):
-                try:
-                    os.kill(child, signal.SIGABRT)
-                except ProcessLookupError:
-                    pass
+            dump_stacks()
         return True
 
 
@@ -177,8 +170,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     reporter = Reporter(contract, env, args[-1] if len(args) == 1 else args[1])
     watch = FailureWatch(reporter)
     progress = ProgressFile()
-    env[PROGRESS_FILE_ENV] = progress.path
-    env.setdefault("PYTHONFAULTHANDLER", "1")
+    progress.export(env)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [STARTUP_HOOK, env.get("PYTHONPATH")]))
     progress_reporter = ProgressReporter(contract, env, progress).start() if contract else None
     try:

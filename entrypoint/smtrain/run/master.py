@@ -101,7 +101,8 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     with HelperGroup() as helpers:
         start_helpers(plan, helpers)
         dogs: list[Watchdog] = []  # the stall watchdog, once the ranks start
-        server = _open_control(plan, token, waker, lambda host, rank, steps, beats: [d.observe(host, rank, steps, beats) for d in dogs])
+        server = _open_control(plan, token, waker,
+                               lambda host, rank, steps, beats: [d.observe(host, rank, steps, beats) for d in dogs])
         try:
             server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
             if mpi.workers:

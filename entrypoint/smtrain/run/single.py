@@ -2,18 +2,15 @@
 The pieces every role shares (prepare, helpers, finish) live here too."""
 from __future__ import annotations
 
-import os
 import shlex
 import signal
 import threading
 import time
 from typing import Optional
 
-from ..common import linux
 from ..common.console import log, redact
 from ..config.defaults import STACK_DUMP_WAIT_S
 from ..errors import ExitCode, FailureKind
-from ..progress import PROGRESS_FILE_ENV
 from ..plan.launch import LaunchPlan
 from ..plan.program import check_program
 from .codesetup import fetch_code, install_requirements
@@ -21,7 +18,7 @@ from .helpers import HelperGroup
 from .outcome import FileState, describe_program_failure, failure_text, oom_kill_count, report_failure, report_success
 from .stall import Stall, StallWatch
 from .supervise import ProcessResult, SignalWaker, parent_death_signal, supervise
-from .watchdog import ProgressFile, Watchdog
+from .watchdog import ProgressFile, Watchdog, dump_stacks
 
 __all__ = ["finish", "prepare", "program_failure", "run_single", "start_helpers"]
 
@@ -74,8 +71,7 @@ def run_single(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     log(f"host {plan.host}: starting {shlex.join(plan.argv)}")
     env = plan.child_env(inherited_env)
     progress = ProgressFile()
-    env[PROGRESS_FILE_ENV] = progress.path
-    env.setdefault("PYTHONFAULTHANDLER", "1")  # a stall's SIGABRT logs the program's Python stack
+    progress.export(env)
     dog: Optional[Watchdog] = None
     try:
         with HelperGroup() as helpers:
@@ -110,12 +106,7 @@ def _watch_program(plan: LaunchPlan, progress: ProgressFile, helpers: HelperGrou
 
     def stalled(stall: Stall) -> None:
         log(f"Stalled: {stall.describe()}; SIGABRT to the program, whose faulthandler logs its stack")
-        for child in linux.children_of(os.getpid()):
-            if child not in helpers.pids:
-                try:
-                    os.kill(child, signal.SIGABRT)
-                except ProcessLookupError:
-                    pass
+        dump_stacks(spare=helpers.pids)
         threading.Timer(STACK_DUMP_WAIT_S, waker.post).start()
 
     watch = StallWatch(plan.stall_timeout_s, time.monotonic())

@@ -3,15 +3,17 @@ once when the job stalled; and the progress file through which one program repor
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 import threading
 import time
 from typing import Callable, Optional
 
 from .. import progress
+from ..common import linux
 from .stall import Stall, StallWatch
 
-__all__ = ["ProgressFile", "Watchdog"]
+__all__ = ["ProgressFile", "Watchdog", "dump_stacks"]
 
 
 class ProgressFile:
@@ -25,6 +27,12 @@ class ProgressFile:
         finally:
             os.close(fd)
 
+    def export(self, env: dict[str, str]) -> None:
+        """Tell the program (its environment `env`) where to report, and let a stall's SIGABRT log
+        its Python stacks (faulthandler), unless the user chose otherwise."""
+        env[progress.PROGRESS_FILE_ENV] = self.path
+        env.setdefault("PYTHONFAULTHANDLER", "1")
+
     def read(self) -> tuple[int, int]:
         """(steps, signs of life) so far."""
         return progress.read(self.path)
@@ -34,6 +42,17 @@ class ProgressFile:
             os.unlink(self.path)
         except OSError:
             pass
+
+
+def dump_stacks(spare: "list[int] | tuple[int, ...]" = ()) -> None:
+    """SIGABRT to this process's children (the program; not the helpers in `spare`): with
+    PYTHONFAULTHANDLER their faulthandler writes every thread's Python stack to the log."""
+    for child in linux.children_of(os.getpid()):
+        if child not in spare:
+            try:
+                os.kill(child, signal.SIGABRT)
+            except ProcessLookupError:
+                pass
 
 
 class Watchdog:
