@@ -90,6 +90,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             from .run.single import run_single
 
             return run_single(plan, environ, sys.executable, waker)
+        if plan.strategy is not None:
+            from .run.tfmaster import run_tf_master
+            from .run.tfworker import run_tf_worker
+
+            if plan.role is Role.MASTER:
+                return run_tf_master(plan, environ, sys.executable, waker, token)
+            return run_tf_worker(plan, environ, sys.executable, waker)
         from .run.master import run_master
         from .run.worker import run_worker
 

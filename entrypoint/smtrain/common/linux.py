@@ -4,6 +4,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import os
+from typing import Collection
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -57,14 +58,16 @@ def children_of(pid: int) -> list[int]:
     return [child for child, parent in _parents().items() if parent == pid]
 
 
-def descendants_of(pid: int) -> list[int]:
-    """Live descendants of `pid`, at any depth."""
+def descendants_of(pid: int, prune: Collection[int] = ()) -> list[int]:
+    """Live descendants of `pid`, at any depth, leaving out the processes in `prune` and theirs."""
     children: dict[int, list[int]] = {}
     for child, parent in _parents().items():
         children.setdefault(parent, []).append(child)
     found, todo = [], list(children.get(pid, ()))
     while todo:
         current = todo.pop()
+        if current in prune:
+            continue
         found.append(current)
         todo.extend(children.get(current, ()))
     return found

@@ -7,7 +7,7 @@ fixed names) are the toolkit's; the rest become the program's `--key value` argu
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 SAGEMAKER_PREFIX = "sagemaker_"
 # Names sagemaker-training treats as its own although some lack the prefix; they are neither user
@@ -68,3 +68,21 @@ def to_cmd_args(user_hps: Mapping[str, Any]) -> list[str]:
         else:
             args.append(_as_text(value))
     return args
+
+
+TUNING_MARKER = "_tuning_objective_metric"
+
+
+def with_tuning_model_dir(decoded: Mapping[str, Any], job_name: Optional[str]) -> dict[str, Any]:
+    """As SageMaker's TensorFlow container: in a tuning job's training jobs (the SDK adds
+    `_tuning_objective_metric`), `model_dir` outside /opt/ml gets `/<job name>/model` appended, so
+    that the tuning job's parallel training jobs do not write into one folder. Unlike the container,
+    a missing `model_dir` stays missing (it made `None/<job>/model`), and without a job name
+    (TRAINING_JOB_NAME) nothing changes (it made `<model_dir>/None/model`)."""
+    result = dict(decoded)
+    model_dir = result.get("model_dir")
+    if TUNING_MARKER not in result or model_dir is None or not job_name:
+        return result
+    if not str(model_dir).startswith("/opt/ml"):
+        result["model_dir"] = f"{model_dir}/{job_name}/model"
+    return result

@@ -28,7 +28,10 @@ from .defaults import (
     HEARTBEAT_TIMEOUT_S,
     default_peer_wait_s,
 )
-from .model import Channel, InputMode, InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, SshdSettings, TrainingConfig
+from .distribution import distribution_groups, distribution_hosts, strategy_of, truthy
+from .model import (
+    Channel, InputMode, InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, SshdSettings, Strategy, TrainingConfig,
+)
 
 __all__ = ["load_config"]
 
@@ -190,12 +193,6 @@ def _parse_env_json(environ: Mapping[str, str], name: str) -> Any:
         raise ConfigError(f"environment variable {name}: malformed JSON: {e.msg}") from None
 
 
-def _truthy(value: Any) -> bool:
-    """A flag as the SDK writes it: JSON true/false, or the strings 'true'/'false' in any case."""
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1", "yes")
-    return bool(value)
-
 
 def _positive_int(decoded: Mapping[str, Any], name: str, where: str) -> Optional[int]:
     value = decoded.get(name)
@@ -215,7 +212,7 @@ def _mpi(decoded: Mapping[str, Any], where: str) -> MpiSettings:
     except ValueError as e:
         raise ConfigError(f"{where}: hyperparameter 'sagemaker_mpi_custom_mpi_options' {options!r}: {e}") from None
     return MpiSettings(
-        enabled=_truthy(decoded.get("sagemaker_mpi_enabled", False)),
+        enabled=truthy(decoded.get("sagemaker_mpi_enabled", False)),
         processes_per_host=_positive_int(decoded, "sagemaker_mpi_num_of_processes_per_host", where),
         num_processes=_positive_int(decoded, "sagemaker_mpi_num_processes", where),
         custom_options=split,
@@ -225,23 +222,30 @@ def _mpi(decoded: Mapping[str, Any], where: str) -> MpiSettings:
 # Distribution flags the SDK writes that this image cannot serve: (what it asks for, hosts from which
 # it fails). Running the program anyway would train independent copies, and the user pays for each.
 UNSERVED_DISTRIBUTIONS = {
-    "sagemaker_distributed_dataparallel_enabled": ("SageMaker's data-parallel library (smdistributed)", 1),
-    "sagemaker_pytorch_ddp_enabled": ("PyTorch DDP", 1),
-    "sagemaker_torch_distributed_enabled": ("PyTorch's torch.distributed launcher", 1),
-    "sagemaker_pytorch_xla_multi_worker_enabled": ("PyTorch/XLA", 1),
-    "sagemaker_multi_worker_mirrored_strategy_enabled": ("TensorFlow's MultiWorkerMirroredStrategy on several hosts", 2),
-    "sagemaker_parameter_server_enabled": ("TensorFlow parameter servers on several hosts", 2),
+    "sagemaker_distributed_dataparallel_enabled": "SageMaker's data-parallel library (smdistributed)",
+    "sagemaker_pytorch_ddp_enabled": "PyTorch DDP",
+    "sagemaker_torch_distributed_enabled": "PyTorch's torch.distributed launcher",
+    "sagemaker_pytorch_xla_multi_worker_enabled": "PyTorch/XLA",
+    "mp_parameters": "SageMaker's model-parallel library (smdistributed modelparallel)",
 }
+MODEL_PARALLEL = "mp_parameters"  # the SDK's hyperparameter for it holds the library's settings
+SERVED_DISTRIBUTIONS = ("sagemaker_mpi_enabled", *(s.hyperparameter for s in Strategy))
 
 
-def _check_distribution(decoded: Mapping[str, Any], num_hosts: int, where: str) -> None:
-    for name, (what, from_hosts) in UNSERVED_DISTRIBUTIONS.items():
-        if _truthy(decoded.get(name, False)) and num_hosts >= from_hosts:
+def _check_distribution(decoded: Mapping[str, Any], where: str) -> None:
+    for name, what in UNSERVED_DISTRIBUTIONS.items():
+        if truthy(decoded.get(name, False)) or (name == MODEL_PARALLEL and name in decoded):
             raise ConfigError(
                 f"{where}: hyperparameter '{name}' asks for {what}, which this image does not serve; it serves "
-                "Horovod and MPI jobs (distribution={'mpi': {'enabled': True}}, i.e. sagemaker_mpi_enabled) "
-                "and single-host TensorFlow programs"
+                "Horovod and MPI jobs (distribution={'mpi': {'enabled': True}}, i.e. sagemaker_mpi_enabled), "
+                "TensorFlow's MultiWorkerMirroredStrategy and parameter servers "
+                "(sagemaker_multi_worker_mirrored_strategy_enabled, sagemaker_parameter_server_enabled) "
+                "and single-host programs"
             )
+    chosen = [name for name in SERVED_DISTRIBUTIONS if truthy(decoded.get(name, False))]
+    if len(chosen) > 1:
+        raise ConfigError(f"{where}: hyperparameters {' and '.join(repr(c) for c in chosen)} each turn on a "
+                          "distribution; a job runs one (set only one of them)")
 
 
 def _program(decoded: Mapping[str, Any], environ: Mapping[str, str], paths: Paths) -> Optional[ProgramSpec]:
@@ -337,9 +341,10 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
     profiler_path = paths.config_file("profilerconfig.json")
     profiler_config = _expect_object(_read_json(profiler_path, dict), str(profiler_path))
 
-    decoded = hps.decode(raw_hps)
+    decoded = hps.with_tuning_model_dir(hps.decode(raw_hps), environ.get("TRAINING_JOB_NAME"))
     resources = _resources(resource_config, rc_path, environ)
-    _check_distribution(decoded, len(resources.hosts), str(hp_path))
+    _check_distribution(decoded, str(hp_path))
+    groups = distribution_groups(hps.framework_parameters(decoded), resources.current_group_name)
     checkpoint_dir = (
         _field(checkpoint_config, "LocalPath", str, str(paths.config_file("checkpointconfig.json")), required=False)
         or environ.get("SM_CHECKPOINT_DIR")
@@ -354,6 +359,9 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
         input_data_config=input_data_config,
         program=_program(decoded, environ, paths),
         mpi=_mpi(decoded, str(hp_path)),
+        strategy=strategy_of(decoded),
+        distribution_hosts=tuple(distribution_hosts(resource_config.get("instance_groups") or [], groups,
+                                                    resources.hosts)),
         checkpoint_dir=Path(checkpoint_dir),
         tensorboard_dir=_optional_path(tensorboard_config, "LocalPath", str(tensorboard_path)),
         grace_period_s=_duration(decoded, environ, "sagemaker_grace_period_seconds", "SM_GRACE_PERIOD_SECONDS",

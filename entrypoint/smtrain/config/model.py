@@ -11,7 +11,7 @@ from ..data.records import RecordFormat
 
 __all__ = [
     "Channel", "CodeFacts", "HostFacts", "InputMode", "InstanceGroup", "MpiSettings", "NetworkFacts", "Paths",
-    "ProgramSpec", "Resources", "SshdSettings", "TrainingConfig",
+    "ProgramSpec", "Resources", "SshdSettings", "Strategy", "TrainingConfig",
 ]
 
 
@@ -19,6 +19,18 @@ class InputMode(enum.Enum):
     FILE = "File"
     PIPE = "Pipe"
     FASTFILE = "FastFile"
+
+
+class Strategy(enum.Enum):
+    """A TensorFlow distribution strategy whose processes the toolkit starts on every host, as
+    SageMaker's TensorFlow container does (the SDK's `distribution=` names)."""
+
+    MULTI_WORKER_MIRRORED = "multi_worker_mirrored_strategy"
+    PARAMETER_SERVER = "parameter_server"
+
+    @property
+    def hyperparameter(self) -> str:
+        return f"sagemaker_{self.value}_enabled"
 
 
 class Paths(NamedTuple):
@@ -114,6 +126,8 @@ class TrainingConfig(NamedTuple):
     input_data_config: Mapping[str, Any]  # the file's content, for SM_INPUT_DATA_CONFIG
     program: Optional[ProgramSpec]
     mpi: MpiSettings
+    strategy: Optional[Strategy]  # a TensorFlow strategy's processes on the distribution hosts
+    distribution_hosts: tuple[str, ...]  # the hosts of the distribution's instance groups
     checkpoint_dir: Path
     tensorboard_dir: Optional[Path]  # tensorboardoutputconfig.json LocalPath (SageMaker uploads it to S3)
     sshd: "SshdSettings"  # what a worker host starts for mpirun to reach it

@@ -11,21 +11,22 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from ..config.defaults import SSHD
 from ..config.hyperparameters import to_cmd_args
-from ..config.model import HostFacts, InputMode, TrainingConfig
+from ..config.model import HostFacts, InputMode, Strategy, TrainingConfig
 from ..config.secrets import Redactor
 from ..rank.contract import RANK_CONTRACT_ENV, RankContract, without_internals
 from .mpirun import MpiLayout, layout, mpirun_command
 from .pipes import PipeAssignment, PipeChannel, PipeMode, assign_pipes, pipe_env
 from .program import ProgramLaunch, plan_program
 from .smenv import process_env_vars, sm_env_vars
+from .tfconfig import Task, container_env, tasks_of, tf_config
 
-__all__ = ["LaunchPlan", "MpiPlan", "Role", "dumps", "plan_launch"]
+__all__ = ["LaunchPlan", "MpiPlan", "Role", "StrategyPlan", "dumps", "plan_launch"]
 
 
 class Role(enum.Enum):
-    SINGLE = "single"  # one host, or several hosts each running its own copy (no MPI)
-    MASTER = "master"  # runs mpirun for the whole job
-    WORKER = "worker"  # serves the master's ranks and follows the job
+    SINGLE = "single"  # one host, or a host running its own copy (no MPI, no TF strategy across hosts)
+    MASTER = "master"  # runs mpirun for the whole job, or watches a TF strategy job and runs its part
+    WORKER = "worker"  # serves the master's ranks (MPI) or runs its part of a TF strategy job; follows the job
 
 
 class MpiPlan(NamedTuple):
@@ -52,6 +53,39 @@ class MpiPlan(NamedTuple):
         }
 
 
+class StrategyPlan(NamedTuple):
+    """A TensorFlow strategy job on two or more hosts: every host runs its program (and, for
+    parameter servers, a ps) under the rank launcher, which reports to the master's control server."""
+
+    strategy: Strategy
+    master: str
+    workers: tuple[str, ...]
+    tasks: tuple[Task, ...]  # every process of the job
+    program_task: Task  # this host's program
+    ps_argv: tuple[str, ...]  # this host's parameter server under the rank launcher; empty if none
+    ps_tf_config: str  # its TF_CONFIG
+    contract: RankContract  # for this host's launchers; the token comes with the job's start
+    control_bind: str
+    control_port: int
+    peer_wait_s: float
+    heartbeat_timeout_s: float
+
+    def task(self, rank: int) -> Optional[Task]:
+        return next((t for t in self.tasks if t.rank == rank), None)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "strategy": self.strategy.value,
+            "master": self.master,
+            "workers": list(self.workers),
+            "tasks": [f"{t.type} {t.index}@{t.host}" for t in self.tasks],
+            "parameter_server": list(self.ps_argv),
+            "control": f"{self.control_bind}:{self.control_port}",
+            "peer_wait_s": self.peer_wait_s,
+            "heartbeat_timeout_s": self.heartbeat_timeout_s,
+        }
+
+
 class LaunchPlan(NamedTuple):
     role: Role
     host: str
@@ -66,6 +100,7 @@ class LaunchPlan(NamedTuple):
     failure_file: Path
     success_file: Path
     mpi: Optional[MpiPlan]  # None: the program runs on this host without MPI
+    strategy: Optional[StrategyPlan]  # a TF strategy job across hosts
     pipes: tuple[PipeAssignment, ...]  # which FIFOs the program (each rank) reads
     demux: tuple[tuple[str, ...], ...]  # demultiplexer processes this host runs beside the ranks
     monitor: tuple[str, ...]  # the system monitor's command; empty when switched off
@@ -90,6 +125,7 @@ class LaunchPlan(NamedTuple):
             "stall_timeout_s": self.stall_timeout_s,
             "env": dict(sorted(self.env_set.items())),
             "mpi": self.mpi.to_json() if self.mpi else None,
+            "strategy": self.strategy.to_json() if self.strategy else None,
             "pipes": {a.channel: {"mode": a.mode.value, "format": a.record_format.value, "prefix": a.prefix}
                       for a in self.pipes},
             "demux": [list(argv) for argv in self.demux],
@@ -97,10 +133,51 @@ class LaunchPlan(NamedTuple):
         }
 
 
+def is_strategy_job(config: TrainingConfig) -> bool:
+    """A TF strategy across hosts, with this host in it (a host outside the distribution's instance
+    groups runs its program on its own, as in the TensorFlow container)."""
+    hosts = config.distribution_hosts
+    return config.strategy is not None and len(hosts) >= 2 and config.resources.current_host in hosts
+
+
 def role_of(config: TrainingConfig) -> Role:
-    if not config.mpi.enabled:
-        return Role.SINGLE
-    return Role.MASTER if config.resources.current_host == config.resources.hosts[0] else Role.WORKER
+    if config.mpi.enabled:
+        return Role.MASTER if config.resources.current_host == config.resources.hosts[0] else Role.WORKER
+    if is_strategy_job(config):
+        return Role.MASTER if config.resources.current_host == config.distribution_hosts[0] else Role.WORKER
+    return Role.SINGLE
+
+
+def strategy_env(config: TrainingConfig) -> dict[str, str]:
+    """TF_CONFIG where the TensorFlow container sets it: MultiWorkerMirroredStrategy on every
+    distribution host (one host too); parameter servers on two or more."""
+    hosts, here = config.distribution_hosts, config.resources.current_host
+    if config.strategy is Strategy.MULTI_WORKER_MIRRORED and here in hosts:
+        return {"TF_CONFIG": tf_config(config.strategy, hosts, here)}
+    if config.strategy is Strategy.PARAMETER_SERVER and is_strategy_job(config):
+        return {"TF_CONFIG": tf_config(config.strategy, hosts, here)}
+    return {}
+
+
+def _strategy_plan(config: TrainingConfig, python: str, pipes: tuple[PipeAssignment, ...]) -> StrategyPlan:
+    assert config.strategy is not None
+    hosts, here = config.distribution_hosts, config.resources.current_host
+    tasks = tasks_of(config.strategy, hosts)
+    ps = next((t for t in tasks if t.is_ps and t.host == here), None)
+    return StrategyPlan(
+        strategy=config.strategy,
+        master=hosts[0],
+        workers=tuple(hosts[1:]),
+        tasks=tasks,
+        program_task=next(t for t in tasks if not t.is_ps and t.host == here),
+        ps_argv=(python, "-m", "smtrain.rank", "--", python, "-m", "smtrain.run.psserver") if ps else (),
+        ps_tf_config=tf_config(config.strategy, hosts, here, ps_task=True) if ps else "",
+        contract=RankContract(hosts[0], config.control_port, "", config.grace_period_s, pipes),
+        control_bind="0.0.0.0",
+        control_port=config.control_port,
+        peer_wait_s=config.peer_wait_s,
+        heartbeat_timeout_s=config.heartbeat_timeout_s,
+    )
 
 
 def plan_pipes(config: TrainingConfig, ranks_per_host: int, mpi: bool) -> tuple[PipeAssignment, ...]:
@@ -148,11 +225,15 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
     pythonpath = str(launch.program_dir)
     if config.environ.get("PYTHONPATH"):
         pythonpath += ":" + config.environ["PYTHONPATH"]
-    mpi = _mpi_plan(config, facts, role) if role is not Role.SINGLE else None
+    mpi = _mpi_plan(config, facts, role) if role is not Role.SINGLE and config.mpi.enabled else None
     ranks_per_host = mpi.layout.processes_per_host if mpi else 1
     pipes = plan_pipes(config, ranks_per_host, mpi is not None)
+    strategy = _strategy_plan(config, python, pipes) if role is not Role.SINGLE and mpi is None else None
+    process_env = process_env_vars(config)
     env_set = {
-        **process_env_vars(config),
+        **process_env,
+        **container_env(process_env["SAGEMAKER_REGION"], config.environ),
+        **strategy_env(config),
         **sm_env_vars(config, facts),
         "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
         **({"SM_TENSORBOARD_DIR": str(config.tensorboard_dir)} if config.tensorboard_dir else {}),
@@ -176,8 +257,10 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         )
         argv = command.argv
         env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
-    elif role is Role.WORKER:
+    elif role is Role.WORKER and mpi is not None:
         argv = ()  # the master's mpirun starts this host's ranks through sshd
+    elif strategy is not None:
+        argv = (python, "-m", "smtrain.rank", "--", *launch.argv)
     requirements = launch.program_dir / "requirements.txt"
     return LaunchPlan(
         role=role,
@@ -194,6 +277,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         failure_file=config.paths.failure_file,
         success_file=config.paths.success_file,
         mpi=mpi,
+        strategy=strategy,
         pipes=pipes,
         demux=demux_commands(pipes, config.paths.input_data_dir, ranks_per_host, python),
         monitor=monitor_command(config, python),

@@ -8,19 +8,10 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
+from ..config.distribution import distribution_groups, distribution_hosts
 from ..config.model import HostFacts, TrainingConfig
 from ..config.hyperparameters import to_cmd_args
 
-# sagemaker-training puts the current instance group in the distribution when one of these is on.
-_DISTRIBUTION_FLAGS = (
-    "sagemaker_mpi_enabled",
-    "sagemaker_parameter_server_enabled",
-    "sagemaker_distributed_dataparallel_enabled",
-    "sagemaker_pytorch_ddp_enabled",
-    "sagemaker_pytorch_xla_multi_worker_enabled",
-    "sagemaker_multi_worker_mirrored_strategy_enabled",
-    "sagemaker_torch_distributed_enabled",
-)
 DEFAULT_LOG_LEVEL = 20  # logging.INFO, without importing logging
 
 
@@ -48,15 +39,9 @@ def training_env(config: TrainingConfig, facts: HostFacts) -> dict[str, Any]:
     paths = config.paths
     current_group = rc.get("current_group_name", "homogeneousCluster")
     groups_raw = rc.get("instance_groups", []) or []
-    distribution_groups = framework.get(
-        "sagemaker_distribution_instance_groups",
-        [current_group] if any(framework.get(flag, False) for flag in _DISTRIBUTION_FLAGS) else [],
-    )
-    if groups_raw:
-        distribution_hosts = [h for g in groups_raw if g["instance_group_name"] in distribution_groups for h in g["hosts"]]
-    else:
-        distribution_hosts = list(config.resources.hosts)
-    master = distribution_hosts[0] if distribution_hosts else config.resources.hosts[0]
+    groups = distribution_groups(framework, current_group)
+    hosts = distribution_hosts(groups_raw, groups, config.resources.hosts)
+    master = hosts[0] if hosts else config.resources.hosts[0]
     program_env = env.get("SAGEMAKER_PROGRAM")
     mp_parameters = env.get("SM_HP_MP_PARAMETERS")
     return {
@@ -68,8 +53,8 @@ def training_env(config: TrainingConfig, facts: HostFacts) -> dict[str, Any]:
             (g["hosts"] for g in groups_raw if g["instance_group_name"] == current_group), []
         ),
         "current_instance_type": rc.get("current_instance_type", "local"),
-        "distribution_hosts": distribution_hosts,
-        "distribution_instance_groups": distribution_groups,
+        "distribution_hosts": hosts,
+        "distribution_instance_groups": groups,
         "framework_module": env.get("SAGEMAKER_TRAINING_MODULE"),
         "hosts": list(config.resources.hosts),
         "hyperparameters": config.user_hyperparameters,

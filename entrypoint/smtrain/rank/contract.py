@@ -26,6 +26,7 @@ class RankContract(NamedTuple):
     token: str  # authenticates this job's rank reports
     grace_period_s: float  # between a shutdown signal and SIGKILL
     pipes: tuple[PipeAssignment, ...]  # which FIFOs each local rank reads
+    rank: int = -1  # the task's number where mpirun gives none (TF strategy jobs: plan.tfconfig.Task)
 
     def to_json(self) -> str:
         return json.dumps({
@@ -33,6 +34,7 @@ class RankContract(NamedTuple):
             "token": self.token,
             "grace_period_s": self.grace_period_s,
             "pipes": [[a.channel, a.mode.value, a.record_format.value, a.prefix] for a in self.pipes],
+            "rank": self.rank,
         }, separators=(",", ":"))
 
     @classmethod
@@ -45,6 +47,7 @@ class RankContract(NamedTuple):
             token=str(raw["token"]),
             grace_period_s=float(raw["grace_period_s"]),
             pipes=tuple(PipeAssignment(c, PipeMode(m), RecordFormat(f), p) for c, m, f, p in raw["pipes"]),
+            rank=int(raw.get("rank", -1)),
         )
 
     @classmethod

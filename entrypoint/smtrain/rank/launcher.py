@@ -76,13 +76,18 @@ def cpu_threads(env: Mapping[str, str], cores: int) -> dict[str, str]:
     return {name: threads for name in THREAD_VARIABLES if name not in env}
 
 
+def task_rank(env: Mapping[str, str], contract: Optional[RankContract]) -> int:
+    """The rank mpirun gave, else the contract's task number (TF strategy jobs), else -1."""
+    return int(env.get("SM_RANK", contract.rank if contract else -1))
+
+
 class Reporter:
     """Sends this rank's failure reports to the master's control server (best effort, 3 s each)."""
 
     def __init__(self, contract: Optional[RankContract], env: Mapping[str, str], program: str) -> None:
         self._contract = contract
         self._host = env.get("SM_CURRENT_HOST", "?")
-        self._rank = int(env.get("SM_RANK", "-1"))
+        self._rank = task_rank(env, contract)
         self._local_rank = int(env.get("SM_LOCAL_RANK", "-1"))
         self.program = program
 
@@ -106,7 +111,7 @@ class ProgressReporter:
 
     def __init__(self, contract: RankContract, env: Mapping[str, str], progress: ProgressFile) -> None:
         self._contract, self._progress = contract, progress
-        self._host, self._rank = env.get("SM_CURRENT_HOST", "?"), int(env.get("SM_RANK", "-1"))
+        self._host, self._rank = env.get("SM_CURRENT_HOST", "?"), task_rank(env, contract)
         self._stopped = threading.Event()
 
     def start(self) -> "ProgressReporter":
@@ -164,7 +169,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     contract = RankContract.from_environ(os.environ)
     env = rank_env(os.environ, contract)
-    console.set_prefix(f"[train rank {env.get('SM_RANK', '?')}@{env.get('SM_CURRENT_HOST', '?')}] ")
+    console.set_prefix(f"[train rank {task_rank(env, contract)}@{env.get('SM_CURRENT_HOST', '?')}] ")
     console.set_redactor(Redactor.of(env))
     grace = contract.grace_period_s if contract else DEFAULT_GRACE_PERIOD_S
     reporter = Reporter(contract, env, args[-1] if len(args) == 1 else args[1])

@@ -8,8 +8,10 @@ from __future__ import annotations
 from typing import Any, Mapping, NamedTuple, Optional, Sequence
 
 HOROVOD_CONSEQUENCE = "Horovod has been shut down"
+# TensorFlow's collectives (MultiWorkerMirroredStrategy) when another task failed or went silent.
+TF_COLLECTIVE_CONSEQUENCE = "Collective ops is aborted by"
 
-__all__ = ["HOROVOD_CONSEQUENCE", "RankFailure", "is_consequence", "root_cause"]
+__all__ = ["HOROVOD_CONSEQUENCE", "TF_COLLECTIVE_CONSEQUENCE", "RankFailure", "is_consequence", "root_cause"]
 
 
 class RankFailure(NamedTuple):
@@ -56,9 +58,10 @@ def _optional(value: Any, kind: type) -> Any:
 
 
 def is_consequence(report: RankFailure) -> bool:
-    """A rank that failed because another did: Horovod says so on its stderr, or the rank showed no
-    error of its own and ended after its launcher was told to shut down (mpirun's abort)."""
-    if HOROVOD_CONSEQUENCE in report.stderr_tail:
+    """A rank that failed because another did: Horovod or TensorFlow's collectives say so on its
+    stderr, or the rank showed no error of its own and ended after its launcher was told to shut
+    down (mpirun's abort, the master's)."""
+    if HOROVOD_CONSEQUENCE in report.stderr_tail or TF_COLLECTIVE_CONSEQUENCE in report.stderr_tail:
         return True
     return report.final and report.shutdown_signal is not None and report.traceback_seen is False
 

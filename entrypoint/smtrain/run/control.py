@@ -5,11 +5,13 @@ interval is never seen, and a worker cannot tell a finished job from a lost mast
 says so explicitly, over one TCP connection per worker, as newline-delimited JSON objects whose
 `type` is a `MessageType`:
 
-    worker -> master   hello {host}                 once sshd is up
+    worker -> master   hello {host}                 once sshd is up (MPI) or it is ready (TF strategy)
                        heartbeat                    every HEARTBEAT_S
-    master -> worker   start                        mpirun starts
+                       done {status}                TF strategy jobs: this host's program ended
+    master -> worker   start {token}                mpirun starts; TF strategy jobs: start your program
                        heartbeat                    every HEARTBEAT_S
                        signal {signum}              forward signum to your ranks
+                       abort {reason}               TF strategy jobs: the job fails; stop your program now
                        end {status, reason}         the job is over: exit with status
     rank   -> master   rank-exit {token, RankFailure fields}   a rank failed (smtrain.rank.report)
                        progress {token, host, rank, steps, beats}   on one lasting connection per rank,
@@ -43,6 +45,8 @@ class MessageType(enum.Enum):
     HEARTBEAT = "heartbeat"
     SIGNAL = "signal"
     END = "end"
+    DONE = "done"
+    ABORT = "abort"
     RANK_EXIT = "rank-exit"
     PROGRESS = "progress"
     STALL = "stall"
@@ -102,8 +106,10 @@ class ControlServer:
 
     def __init__(self, bind: str, port: int, token: str, log: Callable[[str], None],
                  heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S, on_lost: Callable[[], None] = lambda: None,
-                 on_progress: Callable[[str, int, int, int], None] = lambda host, rank, steps, beats: None) -> None:
+                 on_progress: Callable[[str, int, int, int], None] = lambda host, rank, steps, beats: None,
+                 on_news: Callable[[], None] = lambda: None) -> None:
         self.token = token
+        self._on_news = on_news  # called (from a reader thread) after a rank report or a worker's `done`
         self._log = log
         self._heartbeat_timeout_s = heartbeat_timeout_s
         self._on_lost = on_lost  # called (from a reader thread) when a worker is lost mid-job
@@ -115,6 +121,7 @@ class ControlServer:
         self._workers: dict[str, socket.socket] = {}
         self._lost: list[tuple[float, str]] = []
         self._reports: list[RankFailure] = []
+        self._done: dict[str, int] = {}  # TF strategy jobs: host -> its program's status
         self._ended = False
         self._closed = False
         threading.Thread(target=self._accept, name="control-accept", daemon=True).start()
@@ -142,6 +149,16 @@ class ControlServer:
                     break
             reports = list(self._reports)
         return root_cause(reports)
+
+    def has_reports(self, final: bool = False) -> bool:
+        """Whether a rank report came (`final`: one saying its program ended)."""
+        with self._lock:
+            return any(r.final or not final for r in self._reports)
+
+    def done_hosts(self) -> dict[str, int]:
+        """Workers whose program ended (TF strategy jobs), with its status."""
+        with self._lock:
+            return dict(self._done)
 
     def lost_hosts(self) -> list[str]:
         """Workers lost (and not back), the first lost first."""
@@ -210,6 +227,7 @@ class ControlServer:
                 with self._lock:
                     self._reports.append(report)
                     self._lock.notify_all()
+                self._on_news()
             sock.close()
             return
         if first and first.type is MessageType.PROGRESS and first.fields.get("token") == self.token:
@@ -223,7 +241,7 @@ class ControlServer:
             self._workers[host] = sock
             self._lock.notify_all()
         self._log(f"worker {host} is ready")
-        how = self._until_lost(reader)
+        how = self._until_lost(reader, host)
         with self._lock:
             if self._workers.get(host) is sock:
                 del self._workers[host]
@@ -272,12 +290,18 @@ class ControlServer:
                 pass
         return sent
 
-    def _until_lost(self, reader: LineReader) -> str:
-        """Read a worker's heartbeats until it goes away; how it went."""
+    def _until_lost(self, reader: LineReader, host: str) -> str:
+        """Read a worker's heartbeats (and `done`) until it goes away; how it went."""
         while True:
             try:
-                if reader.read(timeout=self._heartbeat_timeout_s) is None:
+                message = reader.read(timeout=self._heartbeat_timeout_s)
+                if message is None:
                     return "its connection closed"
+                if message.type is MessageType.DONE and isinstance(message.fields.get("status"), int):
+                    with self._lock:
+                        self._done[host] = message.fields["status"]
+                        self._lock.notify_all()
+                    self._on_news()
             except TimeoutError:
                 return f"nothing heard for {self._heartbeat_timeout_s:g} s"
             except ValueError:

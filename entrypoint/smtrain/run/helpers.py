@@ -11,7 +11,7 @@ import os
 import signal
 import subprocess
 import time
-from typing import Callable, NamedTuple, Optional, Sequence
+from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
 from ..common.console import log
 from ..config.defaults import HELPER_STOP_S
@@ -25,13 +25,14 @@ class Helper(NamedTuple):
     process: subprocess.Popen
 
 
-def spawn_helper(argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None) -> subprocess.Popen:
+def spawn_helper(argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None,
+                 env: Optional[Mapping[str, str]] = None) -> subprocess.Popen:
     """Start one helper in its own session. Its output goes through a relay into our stderr, in
     whole lines under the console lock, so it never lands inside a line of the program's."""
     read_fd, write_fd = os.pipe()
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
-                                start_new_session=True, preexec_fn=preexec_fn)
+                                start_new_session=True, preexec_fn=preexec_fn, env=None if env is None else dict(env))
     except BaseException:
         os.close(read_fd)
         raise
@@ -75,8 +76,9 @@ class HelperGroup:
     def __init__(self) -> None:
         self.helpers: list[Helper] = []
 
-    def start(self, name: str, argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None) -> Helper:
-        helper = Helper(name, spawn_helper(argv, preexec_fn))
+    def start(self, name: str, argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None,
+              env: Optional[Mapping[str, str]] = None) -> Helper:
+        helper = Helper(name, spawn_helper(argv, preexec_fn, env))
         self.helpers.append(helper)
         return helper
 

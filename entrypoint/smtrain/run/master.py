@@ -13,7 +13,7 @@ from ..common import linux
 from ..common.console import log
 from ..config.defaults import STACK_DUMP_WAIT_S
 from ..errors import ExitCode, FailureKind, PeersUnreachable, StartupFailed
-from ..rank.report import is_consequence
+from ..rank.report import RankFailure, is_consequence
 from ..plan.launch import LaunchPlan
 from .control import ControlServer, MessageType
 from .helpers import HelperGroup
@@ -23,7 +23,8 @@ from .stall import Stall, StallWatch
 from .supervise import ProcessResult, SignalWaker, supervise
 from .watchdog import Watchdog
 
-__all__ = ["run_master", "signal_ranks"]
+__all__ = ["await_workers", "open_control", "report_outcome", "run_master", "signal_ranks",
+           "stall_handler"]
 
 # The processes that start ranks: their children are the rank launchers.
 RANK_PARENTS = {b"orted", b"mpirun", b"orterun", b"prted", b"prterun"}
@@ -43,6 +44,20 @@ def signal_ranks(root: int, signum: int) -> int:
     return sent
 
 
+def report_outcome(report: RankFailure, where: str) -> tuple[int, str]:
+    """The job's status and reason when `report`'s process is to blame; `where` names it."""
+    ranks = ProcessResult(
+        # an early report only (its launcher killed by mpirun's abort): an uncaught exception, status 1
+        exit_code=report.exit_code or 1,
+        term_signal=report.term_signal,
+        shutdown_signal=report.shutdown_signal,
+        killed_after_grace=report.killed_after_grace,
+        stderr_tail=report.stderr_tail.encode(),
+    )
+    kind, what = describe_program_failure(ranks, where, oom_killed=False)
+    return ranks.exit_code, failure_text(kind, what, ranks.stderr_tail)
+
+
 def _job_outcome(result: ProcessResult, server: ControlServer, program: str, oom_before: object,
                  stall: Optional[Stall]) -> tuple[int, str]:
     """The job's status and reason: a stall the watchdog found, else the first failing rank's, else a
@@ -54,34 +69,47 @@ def _job_outcome(result: ProcessResult, server: ControlServer, program: str, oom
     report = server.first_report()
     lost = server.lost_hosts()
     if report is not None and not (lost and is_consequence(report)):
-        ranks = ProcessResult(
-            # an early report only (its launcher killed by mpirun's abort): an uncaught exception, status 1
-            exit_code=report.exit_code or 1,
-            term_signal=report.term_signal,
-            shutdown_signal=report.shutdown_signal,
-            killed_after_grace=report.killed_after_grace,
-            stderr_tail=report.stderr_tail.encode(),
-        )
-        where = f"{program} (rank {report.rank}, local rank {report.local_rank}, on host {report.host})"
-        kind, what = describe_program_failure(ranks, where, oom_killed=False)
-        return ranks.exit_code, failure_text(kind, what, ranks.stderr_tail)
+        return report_outcome(report, f"{program} (rank {report.rank}, local rank {report.local_rank}, on host {report.host})")
     if lost:
         what = f"lost worker host {lost[0]} during the job; mpirun exited with status {result.exit_code}"
         return result.exit_code, failure_text(FailureKind.HOST_LOST, what, result.stderr_tail)
     return result.exit_code, program_failure(result, f"mpirun ({program})", oom_before)
 
 
-def _open_control(plan: LaunchPlan, token: str, waker: SignalWaker,
-                  on_progress: Callable[[str, int, int, int], None]) -> ControlServer:
-    assert plan.mpi is not None
+def open_control(bind: str, port: int, heartbeat_timeout_s: float, token: str, waker: SignalWaker,
+                 on_progress: Callable[[str, int, int, int], None]) -> ControlServer:
+    """The master's control server; StartupFailed naming the port when it is taken."""
     try:
-        return ControlServer(plan.mpi.control_bind, plan.mpi.control_port, token, log,
-                             plan.mpi.heartbeat_timeout_s, on_lost=waker.post, on_progress=on_progress)
+        return ControlServer(bind, port, token, log, heartbeat_timeout_s, on_lost=waker.post,
+                             on_progress=on_progress, on_news=waker.post)
     except OSError as e:
         raise StartupFailed(
-            f"cannot listen on the control port {plan.mpi.control_bind}:{plan.mpi.control_port}: {e.strerror} "
-            "(set SM_CONTROL_PORT to a free port)"
+            f"cannot listen on the control port {bind}:{port}: {e.strerror} (set SM_CONTROL_PORT to a free port)"
         ) from None
+
+
+def await_workers(server: ControlServer, master: str, workers: tuple[str, ...], port: int, wait_s: float) -> None:
+    """Wait for every worker's hello; PeersUnreachable (told to those that came) when one does not."""
+    if not workers:
+        return
+    log(f"waiting up to {wait_s:g} s for workers {', '.join(workers)}")
+    missing = server.wait_for_workers(list(workers), time.monotonic() + wait_s)
+    if missing:
+        error = PeersUnreachable(
+            f"workers {', '.join(missing)} did not report within {wait_s:g} s (their train must reach {master}:{port})"
+        )
+        server.end(int(error.exit_code), failure_text(error.kind, str(error)))
+        raise error
+
+
+def stall_handler(server: ControlServer, waker: SignalWaker) -> Callable[[Stall], None]:
+    """What the stall watchdog does: every rank dumps its stack; then the job ends (on_wake)."""
+    def stalled(stall: Stall) -> None:
+        log(f"Stalled: {stall.describe()}; every rank gets SIGABRT to log its Python stack")
+        server.tell_ranks(MessageType.STALL)
+        threading.Timer(STACK_DUMP_WAIT_S, waker.post).start()
+
+    return stalled
 
 
 def _expected_ranks(plan: LaunchPlan, watch: StallWatch) -> StallWatch:
@@ -101,20 +129,11 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     with HelperGroup() as helpers:
         start_helpers(plan, helpers)
         dogs: list[Watchdog] = []  # the stall watchdog, once the ranks start
-        server = _open_control(plan, token, waker,
-                               lambda host, rank, steps, beats: [d.observe(host, rank, steps, beats) for d in dogs])
+        server = open_control(mpi.control_bind, mpi.control_port, mpi.heartbeat_timeout_s, token, waker,
+                              lambda host, rank, steps, beats: [d.observe(host, rank, steps, beats) for d in dogs])
         try:
             server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
-            if mpi.workers:
-                log(f"waiting up to {mpi.peer_wait_s:g} s for workers {', '.join(mpi.workers)}")
-                missing = server.wait_for_workers(list(mpi.workers), time.monotonic() + mpi.peer_wait_s)
-                if missing:
-                    error = PeersUnreachable(
-                        f"workers {', '.join(missing)} did not report within {mpi.peer_wait_s:g} s "
-                        f"(their train must reach {mpi.master}:{mpi.control_port})"
-                    )
-                    server.end(int(error.exit_code), failure_text(error.kind, str(error)))
-                    raise error
+            await_workers(server, mpi.master, mpi.workers, mpi.control_port, mpi.peer_wait_s)
             server.broadcast(MessageType.START)
 
             def forward(mpirun_pid: int, signum: int) -> None:
@@ -126,11 +145,6 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
             log(f"host {plan.host}: starting {mpi.layout.num_processes} ranks on {', '.join(mpi.layout.hosts)}: "
                 f"{shlex.join(plan.argv)}")
 
-            def stalled(stall: Stall) -> None:
-                log(f"Stalled: {stall.describe()}; every rank gets SIGABRT to log its Python stack")
-                server.tell_ranks(MessageType.STALL)
-                threading.Timer(STACK_DUMP_WAIT_S, waker.post).start()  # then the job ends (why_end)
-
             def why_end() -> Optional[str]:
                 lost = server.lost_hosts()
                 if lost:
@@ -139,7 +153,7 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
 
             if plan.stall_timeout_s > 0:
                 dogs.append(Watchdog(_expected_ranks(plan, StallWatch(plan.stall_timeout_s, time.monotonic())),
-                                     stalled).start())
+                                     stall_handler(server, waker)).start())
             try:
                 result = supervise(plan.argv, plan.child_env(inherited_env), plan.cwd, plan.grace_period_s, waker,
                                    forward, spare=helpers.pids, on_wake=why_end)

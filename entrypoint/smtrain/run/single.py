@@ -47,7 +47,7 @@ def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
 def finish(plan: LaunchPlan, status: int, reason: str, failure_at_start: FileState) -> int:
     """Report the outcome SageMaker's way and return the exit status."""
     if status == 0:
-        log("the job succeeded" if plan.mpi else "the program succeeded")
+        log("the job succeeded" if plan.mpi or plan.strategy else "the program succeeded")
         report_success(plan.success_file)
         return 0
     log(reason.splitlines()[0])

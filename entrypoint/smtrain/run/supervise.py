@@ -37,14 +37,12 @@ class ProcessResult(NamedTuple):
 def signal_tree(pgid: int, signum: int, spare: Sequence[int] = ()) -> None:
     """Send `signum` once to every process of the program's tree: its process group, and each
     descendant that left the group (whether still under the program or re-parented to us), except
-    the toolkit's own helpers in `spare`."""
+    the toolkit's own helpers in `spare` and their children."""
     try:
         os.killpg(pgid, signum)
     except (ProcessLookupError, PermissionError):
         pass
-    for pid in linux.descendants_of(os.getpid()):
-        if pid in spare:
-            continue
+    for pid in linux.descendants_of(os.getpid(), prune=spare):
         try:
             if os.getpgid(pid) != pgid:
                 os.kill(pid, signum)
@@ -67,12 +65,12 @@ def _reap(program_pid: int) -> Optional[int]:
 
 
 def end_descendants(waker: SignalWaker, wait_s: float, spare: Sequence[int] = ()) -> None:
-    """SIGTERM every descendant of this process (except `spare`), give them `wait_s`, then SIGKILL;
+    """SIGTERM every descendant of this process (except `spare` and theirs), give them `wait_s`, then SIGKILL;
     reap them all. As a subreaper, everything a program left behind is among our descendants."""
 
     def alive() -> list[int]:
         _reap(-1)
-        return [pid for pid in linux.descendants_of(os.getpid()) if pid not in spare]
+        return linux.descendants_of(os.getpid(), prune=spare)
 
     for signum, wait in ((signal.SIGTERM, wait_s), (signal.SIGKILL, 5.0)):
         pids = alive()

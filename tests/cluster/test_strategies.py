@@ -1,0 +1,169 @@
+"""TensorFlow strategy jobs across simulated hosts, as SageMaker's TensorFlow container runs them:
+MultiWorkerMirroredStrategy (every host a worker) and parameter servers (a ps on every host; the
+first host's program is TF_CONFIG's master). Real TensorFlow, real processes, real TCP.
+
+The outcome guarantees are those of MPI jobs (README, "Several hosts"): every host ends with the
+job's status; a failing or lost host ends every host within 10 s with the host named; SIGTERM
+reaches every worker; nothing is left behind.
+"""
+from __future__ import annotations
+
+import json
+import signal
+import time
+
+import pytest
+
+from tests.cluster.conftest import PROGRAMS, wait_for_files
+from tests.cluster.test_multihost import TRAIN
+
+MWMS = {"sagemaker_multi_worker_mirrored_strategy_enabled": True}
+PS = {"sagemaker_parameter_server_enabled": True}
+
+
+def _details(cluster) -> dict:
+    return {h.name: h.stderr()[-2500:] for h in cluster.hosts}
+
+
+@pytest.mark.parametrize("hosts", [2, 3])
+def test_mwms_trains_identical_weights_on_every_host(make_cluster, hosts: int) -> None:
+    cluster = make_cluster(hosts)
+    cluster.write_job({**MWMS, "steps": 30}, program=PROGRAMS / "tf_mwms.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    statuses = cluster.wait(240)
+    assert statuses == {h.name: 0 for h in cluster.hosts}, _details(cluster)
+    reports = [json.loads(p.read_text()) for p in wait_for_files(cluster, "weights-*.json", hosts, 1)]
+    assert sorted(r["task"] for r in reports) == [f"worker{i}" for i in range(hosts)]
+    assert len({r["digest"] for r in reports}) == 1, reports  # initial weights differed per worker
+    names = [h.name for h in cluster.hosts]
+    for r in reports:
+        assert r["tf_config"] == {"cluster": {"worker": [f"{n}:8890" for n in names]}, "environment": "cloud",
+                                  "task": {"index": names.index(r["host"]), "type": "worker"}}
+    assert "step=20; loss=" in cluster.hosts[0].stdout()
+    assert cluster.leftovers() == {}
+
+
+def _running_mwms(make_cluster, hosts: int = 3, **hyperparameters) -> object:
+    cluster = make_cluster(hosts)
+    cluster.write_job({**MWMS, "steps": 100000, **hyperparameters}, program=PROGRAMS / "tf_mwms.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SM_GRACE_PERIOD_SECONDS="3"))
+    assert len(wait_for_files(cluster, "running-*", hosts, 120)) == hosts, _details(cluster)
+    return cluster
+
+
+def test_mwms_a_crashing_worker_ends_every_host_naming_it(make_cluster) -> None:
+    cluster = make_cluster(3)
+    cluster.write_job({**MWMS, "steps": 100000, "crash-worker": 2, "crash-at-step": 200},
+                      program=PROGRAMS / "tf_mwms.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    assert len(wait_for_files(cluster, "running-*", 3, 120)) == 3, _details(cluster)
+    statuses = cluster.wait(60)
+    crashed_at = (cluster.host("algo-3").ml / "output" / "data" / "running-worker2").stat().st_mtime
+    assert statuses == {h.name: 1 for h in cluster.hosts}, _details(cluster)
+    ended = max((h.folder / "leftovers").stat().st_mtime for h in cluster.hosts)
+    assert ended - crashed_at < 10 + 5  # 200 steps (< 5 s here) after it wrote running-, then <= 10 s
+    for host in cluster.hosts:
+        reason = host.failure() or ""
+        assert reason.startswith("RuntimeError: ") and "worker 2 on host algo-3" in reason, reason
+        assert "worker 2 failed on purpose" in reason
+    assert cluster.leftovers() == {}
+
+
+@pytest.mark.parametrize("on_term,expected", [("exit0", 0), ("continue", 137)])
+def test_mwms_sigterm_reaches_every_worker(make_cluster, on_term: str, expected: int) -> None:
+    cluster = _running_mwms(make_cluster, 2, **{"on-term": on_term})
+    sent = time.monotonic()
+    cluster.hosts[0].signal(signal.SIGTERM)  # the master alone: it forwards to every worker
+    statuses = cluster.wait(30)
+    assert statuses == {h.name: expected for h in cluster.hosts}, _details(cluster)
+    assert len(wait_for_files(cluster, "sigterm-*", 2, 1)) == 2
+    assert time.monotonic() - sent < (5 if expected == 0 else 3 + 8)
+    assert cluster.leftovers() == {}
+
+
+def test_mwms_worker_host_dies(make_cluster) -> None:
+    cluster = _running_mwms(make_cluster)
+    died = time.monotonic()
+    cluster.host("algo-3").kill()
+    statuses = cluster.wait(30, hosts=cluster.hosts[:2])
+    assert time.monotonic() - died < 10 + 5
+    assert statuses["algo-1"] not in (None, 0) and statuses["algo-2"] not in (None, 0), statuses
+    for host in cluster.hosts[:2]:
+        assert "algo-3" in (host.failure() or ""), host.stderr()[-2000:]
+        assert host.leftovers() == []
+
+
+def test_mwms_master_dies(make_cluster) -> None:
+    cluster = _running_mwms(make_cluster)
+    died = time.monotonic()
+    cluster.host("algo-1").kill()
+    statuses = cluster.wait(30, hosts=cluster.hosts[1:])
+    assert time.monotonic() - died < 5
+    assert statuses == {"algo-2": 69, "algo-3": 69}, statuses
+    for worker in cluster.hosts[1:]:
+        assert (worker.failure() or "").startswith("MasterLost: lost the master algo-1")
+        assert worker.leftovers() == []
+
+
+def test_mwms_worker_cut_off(make_cluster) -> None:
+    """No connection closes: the heartbeats tell, and the job ends naming the host."""
+    cluster = _running_mwms(make_cluster)
+    cut = time.monotonic()
+    cluster.host("algo-3").cut_cable()
+    cluster.host("algo-3").kill()
+    statuses = cluster.wait(40, hosts=cluster.hosts[:2])
+    assert time.monotonic() - cut < 10 + 10
+    assert statuses["algo-1"] not in (None, 0) and statuses["algo-2"] not in (None, 0), statuses
+    reason = cluster.hosts[0].failure() or ""
+    assert "algo-3" in reason, cluster.hosts[0].stderr()[-2000:]
+    assert cluster.hosts[0].leftovers() == [] and cluster.hosts[1].leftovers() == []
+
+
+@pytest.mark.parametrize("hosts", [2, 3])
+def test_parameter_server_job_loss_falls_and_every_ps_ends(make_cluster, hosts: int) -> None:
+    cluster = make_cluster(hosts)
+    cluster.write_job({**PS, "epochs": 4}, program=PROGRAMS / "tf_ps_train.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    statuses = cluster.wait(300)
+    assert statuses == {h.name: 0 for h in cluster.hosts}, _details(cluster)
+    result = json.loads((cluster.hosts[0].ml / "output" / "data" / "ps-master0.json").read_text())
+    losses = result["losses"]
+    assert losses[-1] < losses[0] / 2, losses
+    names = [h.name for h in cluster.hosts]
+    assert result["tf_config"]["cluster"] == {
+        "master": [f"{names[0]}:2222"], "ps": [f"{n}:2223" for n in names], "worker": [f"{n}:2222" for n in names[1:]]}
+    for host in cluster.hosts:
+        assert "parameter server ps" in host.stderr() + host.stdout()
+    assert cluster.leftovers() == {}  # every ps and every worker's server ended with the job
+
+
+@pytest.mark.parametrize("hosts", [2, 3])
+def test_parameter_server_tf_config_reading_program(make_cluster, hosts: int) -> None:
+    cluster = make_cluster(hosts)
+    cluster.write_job({**PS, "run-for": 1}, program=PROGRAMS / "tf_config_reader.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    statuses = cluster.wait(120)
+    assert statuses == {h.name: 0 for h in cluster.hosts}, _details(cluster)
+    seen = {json.loads(p.read_text())["host"]: json.loads(p.read_text())
+            for p in wait_for_files(cluster, "tfconfig-*.json", hosts, 1)}
+    names = [h.name for h in cluster.hosts]
+    assert seen[names[0]]["tf_config"]["task"] == {"index": 0, "type": "master"}
+    for i, name in enumerate(names[1:]):
+        assert seen[name]["tf_config"]["task"] == {"index": i, "type": "worker"}
+    assert all(s["ps_answered"] for s in seen.values()), seen
+    assert cluster.leftovers() == {}
+
+
+def test_parameter_server_a_failing_worker_ends_the_job(make_cluster) -> None:
+    cluster = make_cluster(3)
+    cluster.write_job({**PS, "epochs": 1000, "crash-after": 4, "crash-worker": 1}, program=PROGRAMS / "tf_ps_train.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    assert len(wait_for_files(cluster, "running-worker*", 2, 120)) == 2, _details(cluster)
+    started = time.monotonic()
+    statuses = cluster.wait(60)
+    assert time.monotonic() - started < 4 + 10
+    assert statuses == {h.name: 1 for h in cluster.hosts}, _details(cluster)
+    reason = cluster.hosts[0].failure() or ""
+    assert reason.startswith("RuntimeError: ") and "failed on purpose" in reason, reason
+    assert "TF_CONFIG task worker 1 on host algo-3" in reason
+    assert cluster.leftovers() == {}
