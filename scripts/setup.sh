@@ -34,13 +34,19 @@ install_apt_packages() {
 fingerprint() { sha256sum | cut -c1-16; }
 
 # What forces a full rebuild (Horovod compiles against this TensorFlow): the TF pin and the recipe.
-core_fingerprint() { { grep -E '^tensorflow' "$here/requirements/stack.txt"; cat "$here/scripts/build-stack.sh"; } | fingerprint; }
+core_fingerprint() {
+  { grep -E '^tensorflow' "$here/requirements/stack.txt"; cat "$here/scripts/build-stack.sh" "$here/scripts/patch-horovod.py"; } | fingerprint
+}
 # What an incremental `pip install` brings up to date.
 packages_fingerprint() { cat "$here"/requirements/*.txt | fingerprint; }
 
 build_core() {
   "$here/scripts/build-stack.sh" /usr/bin/python3 "$venv" "$here/requirements/stack.txt" "$here/requirements/dev.txt"
+  install_oracles
 }
+
+# Test oracles whose own pins conflict with the stack: without their dependencies (requirements/oracles.txt).
+install_oracles() { "$venv/bin/python" -m pip install -q --no-deps -r "$here/requirements/oracles.txt"; }
 
 main() {
   [ "$(id -u)" -eq 0 ] || { log "run as root (it installs apt packages)"; exit 1; }
@@ -56,6 +62,7 @@ main() {
   elif [ "$(cat "$venv/.packages-fingerprint" 2>/dev/null)" != "$packages" ]; then
     log "updating packages in $venv"
     "$venv/bin/python" -m pip install -q -r "$here/requirements/stack.txt" -r "$here/requirements/dev.txt"
+    install_oracles
     echo "$packages" >"$venv/.packages-fingerprint"
   fi
   # This checkout itself: pure Python, a few seconds.

@@ -5,8 +5,10 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
@@ -92,6 +94,36 @@ def run_oracle(tree: Tree, env: Mapping[str, str], hosts: Sequence[str], timeout
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(hosts_file), *ORACLE],
         env=dict(env), capture_output=True, timeout=timeout, cwd=tree.base,
     )
+
+
+TF_ORACLE_MODULE = "sagemaker_tensorflow_container.training:main"
+
+
+def run_tf_oracle(tree: Tree, env: Mapping[str, str], hosts: Sequence[str], done: Path,
+                  timeout: float = 120) -> tuple[int, str]:
+    """SageMaker's TensorFlow container entry point (sagemaker-tensorflow-training 20.5.0, through
+    sagemaker-training's real `train`), as `run_oracle`. It runs until `done` (what the program
+    writes) exists and the oracle ended; a parameter-server job's oracle never ends by itself (its
+    ps process lives on), so it is killed a few seconds after `done` appears. (status, stderr tail)."""
+    hosts_file = tree.base.parent / f"{tree.base.name}.hosts"
+    hosts_file.write_text("127.0.0.1 localhost\n" + "".join(f"127.0.0.1 {h}\n" for h in hosts))
+    script = 'mount --bind "$0" /etc/hosts && exec "$@"'
+    log = tree.base.parent / f"{tree.base.name}.oracle.log"
+    with open(log, "wb") as err:
+        proc = subprocess.Popen(
+            ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, str(hosts_file), *ORACLE],
+            env={**env, "SAGEMAKER_TRAINING_MODULE": TF_ORACLE_MODULE}, stdout=err, stderr=err, cwd=tree.base,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + timeout
+        while not done.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        try:
+            status = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            status = proc.wait()
+    return status, log.read_text(errors="replace")[-3000:]
 
 
 def require_root() -> None:

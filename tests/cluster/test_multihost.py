@@ -33,10 +33,22 @@ def test_horovod_training_ends_with_identical_weights_everywhere(make_cluster, p
     assert sorted(r["rank"] for r in reports) == list(range(2 * hosts))
     assert {r["host"] for r in reports} == {h.name for h in cluster.hosts}
     assert len({r["digest"] for r in reports}) == 1, reports
+    if program == "hvd_keras_fit.py":  # Horovod's Keras callbacks: averaged metrics, the LR schedule
+        assert_keras_callbacks_worked(reports)
     master_out = cluster.hosts[0].stdout()
     assert "loss=" in master_out and all(line.split(";")[0].split("=")[0] in ("step", "epoch")
                                          for line in master_out.splitlines() if "loss=" in line)
     assert cluster.leftovers() == {}
+
+
+def assert_keras_callbacks_worked(reports: list[dict]) -> None:
+    """MetricAverageCallback: every rank logged the same losses. Warmup: epoch 0 ramps up from
+    initial/size; the schedule (x0.5 per epoch from epoch 1): initial, then half."""
+    assert len({tuple(r["losses"]) for r in reports}) == 1, reports
+    for r in reports:
+        lr, initial = r["lr"], r["initial_lr"]
+        assert initial / r["size"] < lr[0] < initial, r
+        assert lr[1] == pytest.approx(initial, rel=1e-6) and lr[2] == pytest.approx(initial / 2, rel=1e-6), r
 
 
 def test_no_toolkit_variable_reaches_the_ranks_of_a_two_host_job(make_cluster) -> None:

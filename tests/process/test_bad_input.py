@@ -43,12 +43,19 @@ CASES: dict[str, tuple[Callable[[Tree], None], int, list[str]]] = {
     "smdistributed-dataparallel": (lambda t: t.write_config("hyperparameters.json", {
         "sagemaker_program": '"train.py"', "sagemaker_distributed_dataparallel_enabled": "true"}),
         CONFIG_ERROR, ["'sagemaker_distributed_dataparallel_enabled'", "data-parallel library"]),
-    "mwms-on-two-hosts": (lambda t: (_hosts(["algo-1", "algo-2"])(t), t.write_config("hyperparameters.json", {
-        "sagemaker_program": '"train.py"', "sagemaker_multi_worker_mirrored_strategy_enabled": "true"})),
-        CONFIG_ERROR, ["'sagemaker_multi_worker_mirrored_strategy_enabled'", "MultiWorkerMirroredStrategy"]),
-    "parameter-server-on-two-hosts": (lambda t: (_hosts(["algo-1", "algo-2"])(t), t.write_config(
-        "hyperparameters.json", {"sagemaker_program": '"train.py"', "sagemaker_parameter_server_enabled": True})),
-        CONFIG_ERROR, ["'sagemaker_parameter_server_enabled'", "parameter servers"]),
+    "model-parallel": (lambda t: t.write_config("hyperparameters.json", {
+        "sagemaker_program": '"train.py"', "sagemaker_mpi_enabled": "true", "mp_parameters": '{"partitions": 2}'}),
+        CONFIG_ERROR, ["'mp_parameters'", "model-parallel library", "MultiWorkerMirroredStrategy"]),
+    "pytorch-xla": (lambda t: t.write_config("hyperparameters.json", {
+        "sagemaker_program": '"train.py"', "sagemaker_pytorch_xla_multi_worker_enabled": "true"}),
+        CONFIG_ERROR, ["'sagemaker_pytorch_xla_multi_worker_enabled'", "PyTorch/XLA"]),
+    "torch-distributed": (lambda t: t.write_config("hyperparameters.json", {
+        "sagemaker_program": '"train.py"', "sagemaker_torch_distributed_enabled": "true"}),
+        CONFIG_ERROR, ["'sagemaker_torch_distributed_enabled'", "torch.distributed"]),
+    "two-distributions": (lambda t: (_hosts(["algo-1", "algo-2"])(t), t.write_config("hyperparameters.json", {
+        "sagemaker_program": '"train.py"', "sagemaker_mpi_enabled": True,
+        "sagemaker_multi_worker_mirrored_strategy_enabled": "true"})),
+        CONFIG_ERROR, ["'sagemaker_mpi_enabled' and 'sagemaker_multi_worker_mirrored_strategy_enabled'", "one of them"]),
     "no-program": (lambda t: t.write_config("hyperparameters.json", {"lr": "0.1"}),
                    CONFIG_ERROR, ["sagemaker_program", "SAGEMAKER_PROGRAM"]),
     "missing-program": (lambda t: t.write_config("hyperparameters.json", {"sagemaker_program": '"nope.py"'}),

@@ -1,5 +1,7 @@
-"""Horovod with tf_keras `fit`: DistributedOptimizer and the broadcast callback must leave every
-rank with identical weights. Writes `weights-<rank>.json` to SM_OUTPUT_DATA_DIR."""
+"""Horovod's whole Keras API with tf_keras `fit`: DistributedOptimizer and every callback (broadcast,
+metric average, learning-rate warmup and schedule) must leave every rank with identical weights and
+identical (averaged) losses. Writes `weights-<rank>.json` (digest, losses, learning rates per epoch)
+to SM_OUTPUT_DATA_DIR."""
 import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
@@ -17,7 +19,8 @@ rng = np.random.default_rng(hvd.rank())
 x = rng.normal(size=(256, 4)).astype("float32")
 y = x.sum(axis=1, keepdims=True).astype("float32")
 model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="relu", input_shape=(4,)), tf.keras.layers.Dense(1)])
-model.compile(loss="mse", optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(0.01 * hvd.size())))
+LR = 0.01 * hvd.size()
+model.compile(loss="mse", optimizer=hvd.DistributedOptimizer(tf.keras.optimizers.SGD(LR, momentum=0.9)))
 
 
 class MetricLines(tf.keras.callbacks.Callback):
@@ -26,8 +29,15 @@ class MetricLines(tf.keras.callbacks.Callback):
             print(f"epoch={epoch}; loss={logs['loss']:.6f};", flush=True)
 
 
-model.fit(x, y, batch_size=32, epochs=2, verbose=0,
-          callbacks=[hvd.callbacks.BroadcastGlobalVariablesCallback(0), MetricLines()])
+history = model.fit(x, y, batch_size=32, epochs=3, verbose=0, callbacks=[
+    hvd.callbacks.BroadcastGlobalVariablesCallback(0),
+    hvd.callbacks.MetricAverageCallback(),
+    hvd.callbacks.LearningRateWarmupCallback(initial_lr=LR, warmup_epochs=1, steps_per_epoch=8, verbose=0),
+    hvd.callbacks.LearningRateScheduleCallback(initial_lr=LR, start_epoch=1, multiplier=0.5),  # x0.5 per epoch
+    MetricLines(),
+])
 digest = hashlib.sha256(b"".join(w.numpy().tobytes() for w in model.weights)).hexdigest()
 with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], f"weights-{hvd.rank()}.json"), "w") as f:
-    json.dump({"rank": hvd.rank(), "size": hvd.size(), "host": os.environ["SM_CURRENT_HOST"], "digest": digest}, f)
+    json.dump({"rank": hvd.rank(), "size": hvd.size(), "host": os.environ["SM_CURRENT_HOST"], "digest": digest,
+               "losses": [float(v) for v in history.history["loss"]], "initial_lr": LR,
+               "lr": [float(v) for v in history.history["lr"]]}, f)

@@ -102,3 +102,44 @@ def test_cpu_ranks_split_the_cores_unless_told_otherwise() -> None:
     assert cpu_threads({"SM_LOCAL_SIZE": "3", "SM_NUM_GPUS": "0"}, 2)["OMP_NUM_THREADS"] == "1"
     assert cpu_threads({"SM_LOCAL_SIZE": "8", "SM_NUM_GPUS": "8"}, 96) == {}  # GPU ranks: left alone
     assert cpu_threads({"SM_LOCAL_SIZE": "1", "SM_NUM_GPUS": "0"}, 16) == {}  # one rank: TF's own defaults
+
+
+def _strategy_plan(tmp_path: Path, hyperparameters: dict, current: str, hosts=("algo-1", "algo-2", "algo-3")):
+    tree = make_tree(tmp_path, hosts=hosts, current_host=current, hyperparameters=hyperparameters)
+    return plan_launch(load_config(tree.env(SM_CONTROL_PORT="7100")), FACTS, "/venv/bin/python", token="t" * 32)
+
+
+def test_parameter_server_job_roles_tasks_and_the_ps_beside_each_program(tmp_path: Path) -> None:
+    ps = {"sagemaker_parameter_server_enabled": "true"}
+    master = _strategy_plan(tmp_path / "m", ps, "algo-1")
+    worker = _strategy_plan(tmp_path / "w", ps, "algo-3")
+    assert (master.role, worker.role) == (Role.MASTER, Role.WORKER)
+    for plan in (master, worker):
+        assert plan.mpi is None and plan.strategy is not None
+        assert plan.argv[:4] == ("/venv/bin/python", "-m", "smtrain.rank", "--")  # under the rank launcher
+        assert plan.strategy.ps_argv[-2:] == ("-m", "smtrain.run.psserver")
+        assert RANK_CONTRACT_ENV not in plan.env_set  # the token comes with the job's start, not the plan
+    assert [(t.rank, t.host, t.type, t.index) for t in master.strategy.tasks] == [
+        (0, "algo-1", "master", 0), (1, "algo-2", "worker", 0), (2, "algo-3", "worker", 1),
+        (3, "algo-1", "ps", 0), (4, "algo-2", "ps", 1), (5, "algo-3", "ps", 2)]
+    assert json.loads(worker.env_set["TF_CONFIG"])["task"] == {"index": 1, "type": "worker"}
+    assert json.loads(worker.strategy.ps_tf_config)["task"] == {"index": 2, "type": "ps"}
+    assert worker.strategy.program_task.describe() == "TF_CONFIG task worker 1 on host algo-3"
+    assert json.loads(dumps(master))["strategy"]["tasks"][3] == "ps 0@algo-1"
+
+
+def test_strategies_on_one_host_run_alone_mwms_with_tf_config(tmp_path: Path) -> None:
+    mwms = _strategy_plan(tmp_path / "a", {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"}, "algo-1",
+                          hosts=("algo-1",))
+    ps = _strategy_plan(tmp_path / "b", {"sagemaker_parameter_server_enabled": "true"}, "algo-1", hosts=("algo-1",))
+    assert mwms.role is Role.SINGLE and ps.role is Role.SINGLE and mwms.strategy is None
+    assert json.loads(mwms.env_set["TF_CONFIG"])["cluster"] == {"worker": ["algo-1:8890"]}
+    assert "TF_CONFIG" not in ps.env_set  # as the container: parameter servers need two hosts
+    assert mwms.env_set["S3_USE_HTTPS"] == "1" and mwms.env_set["TF_CPP_MIN_LOG_LEVEL"] == "1"
+
+
+def test_tuning_jobs_get_their_own_model_dir(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path, hyperparameters={"_tuning_objective_metric": '"loss"', "model_dir": '"s3://b/p"'})
+    plan = plan_launch(load_config(tree.env(TRAINING_JOB_NAME="tj-3")), FACTS, "/venv/bin/python")
+    assert plan.argv[-2:] == ("--model_dir", "s3://b/p/tj-3/model")
+    assert plan.env_set["SM_HP_MODEL_DIR"] == "s3://b/p/tj-3/model"
