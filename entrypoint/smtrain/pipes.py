@@ -25,14 +25,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
+from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
 from . import progress
 from .common.frameworks import running_horovod
 from .data.records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
 
 __all__ = [
-    "PipeError", "RecordFormat", "channel_format", "dataset", "epoch_batches", "equal_steps", "fifo_prefix",
+    "PipeError", "RecordFormat", "channel_format", "dataset", "epoch_batches", "epochs_dataset", "equal_steps",
+    "fifo_prefix",
     "read_epochs", "records",
 ]
 
@@ -90,11 +91,12 @@ def open_fifo(path: str, timeout: float) -> int:
     return fd
 
 
-def read_batches(fd: int, fmt: RecordFormat, where: str, skip: int = 0) -> Iterator[list[bytes]]:
+def read_batches(fd: int, fmt: RecordFormat, where: str, skip: int = 0, skip_corrupt: int = 0) -> Iterator[list[bytes]]:
     """Lists of records from an open stream until EOF (one list per read of up to 1 MiB), after
     dropping the first `skip` records unchecked; corrupt or truncated data raises PipeError naming
-    `where`, after the whole records before it."""
-    splitter = RecordSplitter(fmt)
+    `where`, after the whole records before it (up to `skip_corrupt` TFRecord records whose data CRC
+    fails are dropped first)."""
+    splitter = RecordSplitter(fmt, skip_corrupt=skip_corrupt)
     try:
         while skip and splitter.fill_from(fd):
             skip -= splitter.skip(skip)
@@ -121,12 +123,13 @@ def epoch_batches(
     timeout: float = DEFAULT_WAIT_S,
     environ: Optional[Mapping[str, str]] = None,
     skip: int = 0,
+    skip_corrupt: int = 0,
 ) -> Iterator[list[bytes]]:
     """The records of one epoch of this rank's `channel`, in lists as they arrive."""
     fmt = channel_format(channel, record_format, environ)
     fd, where = _open_epoch(channel, epoch, timeout, environ)
     try:
-        yield from read_batches(fd, fmt, where, skip)
+        yield from read_batches(fd, fmt, where, skip, skip_corrupt)
     finally:
         os.close(fd)
 
@@ -176,6 +179,7 @@ def spool_chunks(
     timeout: float,
     environ: Mapping[str, str],
     ahead: int = 2,
+    skip_corrupt: int = 0,
 ) -> Iterator[str]:
     """Copy whole, CRC-checked records from the FIFOs into chunk files of about `chunk_bytes` under
     `folder` (a thread runs up to `ahead` chunks ahead); yield each file's name, deleting the one before.
@@ -188,7 +192,7 @@ def spool_chunks(
         try:
             for epoch in epochs:
                 fd, where = _open_epoch(channel, epoch, timeout, environ)
-                splitter = RecordSplitter(fmt)  # CRCs checked here, so errors name the channel and epoch
+                splitter = RecordSplitter(fmt, skip_corrupt=skip_corrupt)  # errors name the channel and epoch
                 try:
                     while True:
                         got = splitter.fill_from(fd)
@@ -259,22 +263,29 @@ def dataset(
     TFRecord channels: whole CRC-checked records are spooled from the FIFO into chunk files of
     `chunk_mb` in shared memory (bounded: a few chunks at a time) that `tf.data.TFRecordDataset` reads
     at its own speed. Other formats cross from Python in batches through `from_generator`."""
+    fmt = channel_format(channel, record_format)
+    return epochs_dataset(channel, lambda: range(start, start + epochs), fmt, fifo_prefix(channel), timeout, chunk_mb)
+
+
+def epochs_dataset(channel: str, epochs: Callable[[], Iterable[int]], fmt: RecordFormat, prefix: str,
+                   timeout: float = DEFAULT_WAIT_S, chunk_mb: int = 16, skip_corrupt: int = 0):
+    """The records of the FIFOs `<prefix>_<epoch>`, for the epochs that `epochs()` gives each time an
+    iterator of the dataset is made (smtrain.pipes.dataset; sagemaker_tensorflow.PipeModeDataset)."""
     import tensorflow as tf
 
-    fmt = channel_format(channel, record_format)
-    environ = {f"SM_PIPE_{channel.upper()}": fifo_prefix(channel)}
+    environ = {f"SM_PIPE_{channel.upper()}": prefix}
     if fmt is RecordFormat.TFRECORD:
         def chunk_names():
             folder = _spool_folder(channel)
-            yield from spool_chunks(channel, range(start, start + epochs), folder, chunk_mb << 20, fmt, timeout,
-                                    environ)
+            yield from spool_chunks(channel, list(epochs()), folder, chunk_mb << 20, fmt, timeout, environ,
+                                    skip_corrupt=skip_corrupt)
 
         names = tf.data.Dataset.from_generator(chunk_names, output_signature=tf.TensorSpec(shape=(), dtype=tf.string))
         return names.flat_map(tf.data.TFRecordDataset)  # one chunk after the other, each read whole
 
     def generate():
-        for epoch in range(start, start + epochs):
-            yield from epoch_batches(channel, epoch, fmt, timeout, environ)
+        for epoch in epochs():
+            yield from epoch_batches(channel, epoch, fmt, timeout, environ, skip_corrupt=skip_corrupt)
 
     batches = tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec(shape=(None,), dtype=tf.string))
     return batches.prefetch(2).unbatch()  # prefetch: the FIFO is read while the program computes

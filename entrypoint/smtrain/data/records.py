@@ -91,9 +91,12 @@ def encode_recordio(data: bytes) -> bytes:
 class RecordSplitter:
     """Splits a byte stream into records, in a buffer that grows only to the largest record."""
 
-    def __init__(self, fmt: RecordFormat, check_crc: bool = True) -> None:
+    def __init__(self, fmt: RecordFormat, check_crc: bool = True, skip_corrupt: int = 0) -> None:
         self.format = fmt
         self.check_crc = check_crc
+        # TFRecord records whose data CRC fails (their length is intact) dropped before one is an error
+        self.skip_corrupt = skip_corrupt
+        self.skipped_corrupt = 0
         self._buffer = bytearray(CHUNK)
         self._start = 0  # first unparsed byte
         self._end = 0  # end of valid data
@@ -153,6 +156,10 @@ class RecordSplitter:
                 if stop > end:
                     break
                 if check and _mask(crc(view[pos + 12 : stop - 4])) != u32(buf, stop - 4)[0]:
+                    if self.skipped_corrupt < self.skip_corrupt:
+                        self.skipped_corrupt += 1
+                        pos = stop
+                        continue
                     self._error = CorruptRecord(self.offset + pos, "TFRecord data CRC mismatch")
                     break
                 found.append(bytes(view[pos + 12 : stop - 4]) if copy else (pos, stop))
