@@ -5,7 +5,9 @@
   $SM_INPUT_CONFIG_DIR, i.e. wherever `train` found the job's config.
 - Each new iterator of the dataset reads the channel's next FIFO, `<channel>_<N>`: N is kept in
   `<state_dir>/.<fifo name>-pipe_mode-state` under a file lock, so `.repeat()` reads epoch after
-  epoch and a second iterator in the same job takes the next epoch, not the first again.
+  epoch and a second iterator in the same job takes the next epoch, not the first again. The
+  default state_dir is `pipe_state` in the job's base folder ($SAGEMAKER_BASE_DIR, /opt/ml), which
+  `train` empties before the program starts: a job run again on the same machine starts at FIFO 0.
 - record_format: 'RecordIO', 'TFRecord' or 'TextLine' (case-insensitive). TFRecord CRCs are checked;
   `max_corrupted_records_to_skip` TFRecord records whose data CRC fails are dropped before one is
   an error. Errors name the channel, the epoch's FIFO and the byte offset.
@@ -32,6 +34,7 @@ __all__ = ["PipeModeDataset", "PipeModeDatasetException"]
 
 DEFAULT_PIPE_DIR = "/opt/ml/input/data"
 DEFAULT_CONFIG_DIR = "/opt/ml/input/config"
+DEFAULT_STATE_DIR = "/opt/ml/pipe_state"
 FORMATS = {"recordio": RecordFormat.RECORDIO, "tfrecord": RecordFormat.TFRECORD, "textline": RecordFormat.LINES}
 
 
@@ -90,7 +93,7 @@ def _report(channel: str, count: int, size: int, started: float) -> None:
     sys.stdout.flush()
 
 
-def PipeModeDataset(channel: str, record_format: str = "RecordIO", state_dir: str = "/opt/ml/pipe_state",
+def PipeModeDataset(channel: str, record_format: str = "RecordIO", state_dir: str = DEFAULT_STATE_DIR,
                     pipe_dir: str = DEFAULT_PIPE_DIR, config_dir: str = DEFAULT_CONFIG_DIR,
                     benchmark: bool = False, benchmark_records_interval: int = 0,
                     max_corrupted_records_to_skip: int = 0):  # -> tf.data.Dataset
@@ -112,6 +115,8 @@ def PipeModeDataset(channel: str, record_format: str = "RecordIO", state_dir: st
         raise PipeModeDatasetException(f"Channel {channel} not found in Training Job InputDataConfig ({config_path})")
     if str(config[channel].get("TrainingInputMode", "")).lower() != "pipe":
         raise PipeModeDatasetException(f"Channel {channel} is not a PipeMode channel ({config_path})")
+    if state_dir == DEFAULT_STATE_DIR:  # under the job's base folder, which train clears of an earlier job's
+        state_dir = os.path.join(os.environ.get("SAGEMAKER_BASE_DIR") or "/opt/ml", "pipe_state")
     prefix = _fifo_prefix(channel, pipe_dir)
     index = PipeIndex(state_dir, os.path.basename(prefix))
     dataset = epochs_dataset(channel, index.next_epoch, fmt, prefix, DEFAULT_WAIT_S,

@@ -12,7 +12,6 @@ parser.add_argument("--epochs", type=int, default=1)
 parser.add_argument("--record-format", default="TFRecord")
 args, _ = parser.parse_known_args()
 rank = os.environ.get("SM_RANK", "0")
-dataset = PipeModeDataset(channel="train", record_format=args.record_format,
-                          state_dir=f"/tmp/pipe_state-{os.getppid()}-{rank}").repeat(args.epochs)
+dataset = PipeModeDataset(channel="train", record_format=args.record_format).repeat(args.epochs)
 with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], f"pmd-{rank}"), "w") as f:
     f.write("".join(record.numpy().hex() + "\n" for record in dataset))

@@ -95,6 +95,7 @@ class LaunchPlan(NamedTuple):
     env_set: Mapping[str, str]  # what the toolkit adds to the inherited environment
     requirements: Optional[Path]  # requirements.txt to pip-install first, if the code has one
     folders: tuple[Path, ...]  # made before the program starts, as SageMaker provides them
+    cleared: tuple[Path, ...]  # what an earlier job on this host left that would mislead this one: removed
     grace_period_s: float
     stall_timeout_s: float  # the stall watchdog's timeout; 0: off
     failure_file: Path
@@ -121,6 +122,7 @@ class LaunchPlan(NamedTuple):
             "fetch_code_from": self.program.fetch_from,
             "install_requirements": str(self.requirements) if self.requirements else None,
             "folders": [str(f) for f in self.folders],
+            "cleared": [str(f) for f in self.cleared],
             "grace_period_s": self.grace_period_s,
             "stall_timeout_s": self.stall_timeout_s,
             "env": dict(sorted(self.env_set.items())),
@@ -272,6 +274,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         requirements=requirements if launch.fetch_from or facts.code.has_requirements else None,
         folders=(config.paths.model_dir, config.paths.output_data_dir, config.checkpoint_dir,
                  *([config.tensorboard_dir] if config.tensorboard_dir else [])),
+        cleared=(config.paths.base / "pipe_state",),  # PipeModeDataset's FIFO numbers (sagemaker_tensorflow)
         grace_period_s=config.grace_period_s,
         stall_timeout_s=config.stall_timeout_s,
         failure_file=config.paths.failure_file,

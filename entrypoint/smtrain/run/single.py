@@ -3,6 +3,7 @@ The pieces every role shares (prepare, helpers, finish) live here too."""
 from __future__ import annotations
 
 import shlex
+import shutil
 import signal
 import threading
 import time
@@ -27,6 +28,8 @@ def prepare(plan: LaunchPlan, python: str) -> None:
     """Everything before the program can start on this host: folders, code, requirements, checks."""
     for folder in plan.folders:
         folder.mkdir(parents=True, exist_ok=True)
+    for stale in plan.cleared:
+        shutil.rmtree(stale, ignore_errors=True)
     if plan.program.fetch_from:
         fetch_code(plan.program.fetch_from, plan.program.program_dir)
     if plan.requirements and plan.requirements.is_file():

@@ -1,0 +1,67 @@
+"""CPU instances, P Horovod ranks on one host: the step time with the toolkit's thread split
+(OMP_NUM_THREADS and TF's intra-/inter-op pools = cores/P for each rank) against each rank using
+every core (what TensorFlow does unless told: TF_NUM_INTRAOP_THREADS etc. set to the core count),
+alternating runs of the real `train` with single-host MPI, in one run.
+
+    /opt/smtrain/venv/bin/python benchmarks/bench_cpu_threads.py [--ranks 2] [--runs 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from figures import print_figures  # benchmarks/figures.py
+
+HERE = Path(__file__).resolve().parent
+TRAIN = str(Path(sys.executable).parent / "train")
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+
+
+def run(base: Path, ranks: int, threads: dict[str, str]) -> float:
+    """One job's median step time; `threads` set by hand (empty: the toolkit's split)."""
+    shutil.rmtree(base, ignore_errors=True)
+    (base / "input" / "config").mkdir(parents=True)
+    (base / "code").mkdir()
+    shutil.copy(HERE / "programs" / "cpu_step.py", base / "code" / "train.py")
+    configs = {"resourceconfig.json": {"current_host": "algo-1", "hosts": ["algo-1"]},
+               "hyperparameters.json": {"sagemaker_program": '"train.py"', "sagemaker_mpi_enabled": "true",
+                                        "sagemaker_mpi_num_of_processes_per_host": str(ranks)},
+               "inputdataconfig.json": {}}
+    for name, content in configs.items():
+        (base / "input" / "config" / name).write_text(json.dumps(content))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SAGEMAKER_", *THREAD_VARIABLES))}
+    env.update(SAGEMAKER_BASE_DIR=str(base), SM_SYSTEM_MONITOR="off", SM_CONTROL_PORT="17400")
+    env.update(threads)
+    done = subprocess.run([TRAIN], env=env, capture_output=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr.decode()[-3000:])
+    return float((base / "output" / "data" / "step-time").read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    base = Path(tempfile.mkdtemp(prefix="bench-cpu-threads-")) / "ml"
+    split, every_core = [], []
+    for _ in range(args.runs):
+        split.append(run(base, args.ranks, {}))
+        every_core.append(run(base, args.ranks, {name: str(os.cpu_count()) for name in THREAD_VARIABLES}))
+    shutil.rmtree(base.parent, ignore_errors=True)
+    s, e = statistics.median(split), statistics.median(every_core)
+    print(f"{os.cpu_count()} cores, {args.ranks} ranks: median step {s * 1000:.1f} ms with the split, "
+          f"{e * 1000:.1f} ms with every rank using every core")
+    print_figures({"cpu_step_ms_split": s * 1000, "cpu_step_ms_every_core": e * 1000,
+                   "cpu_step_split_speedup": e / s})
+
+
+if __name__ == "__main__":
+    main()
