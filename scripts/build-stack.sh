@@ -37,7 +37,7 @@ import horovod.tensorflow as hvd
 assert hvd.mpi_built() and hvd.gloo_built(), "Horovod was built without MPI or Gloo"
 import horovod.tensorflow.keras.callbacks as callbacks  # the patched backend binding imports cleanly
 
-assert callbacks.K.__name__.startswith("tf_keras") or "TF_USE_LEGACY_KERAS" not in os.environ, callbacks.K
+assert callbacks.K.__name__.startswith("tf_keras") or os.environ.get("TF_USE_LEGACY_KERAS") != "1", callbacks.K
 if os.environ.get("HOROVOD_GPU_OPERATIONS") == "NCCL":
     assert hvd.nccl_built(), "Horovod was built without NCCL operations"
 PY

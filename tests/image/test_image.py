@@ -53,6 +53,15 @@ def test_final_stage_has_no_build_tools_or_caches(image: str) -> None:
     assert env.get("PYTHONUNBUFFERED") == "1" and env.get("TF_USE_LEGACY_KERAS") == "1"
 
 
+def test_tf_container_scripts_find_their_apis_in_the_image(image: str) -> None:
+    """The PipeModeDataset drop-in ships, and Horovod's Keras callbacks are patched onto tf_keras."""
+    script = ("/opt/smtrain/venv/bin/python -c 'import horovod.tensorflow.keras.callbacks as c, inspect; "
+              "from sagemaker_tensorflow import PipeModeDataset; "
+              "print(c.K.__name__, \"smtrain\" in inspect.getsource(c), PipeModeDataset.__name__)'")
+    backend, patched, name = _shell(image, script).split()[-3:]
+    assert backend.startswith("tf_keras.") and (patched, name) == ("True", "PipeModeDataset")
+
+
 def test_gpu_flavour_has_cuda_nccl_ops_efa_and_the_ofi_plugin(image: str) -> None:
     if _shell(image, "test -d /opt/amazon/openmpi && echo gpu || echo cpu").strip() != "gpu":
         pytest.skip("this is the CPU flavour; the GPU flavour is built and tested by buildspec.yml (CodeBuild)")
