@@ -167,3 +167,27 @@ def test_parameter_server_a_failing_worker_ends_the_job(make_cluster) -> None:
     assert reason.startswith("RuntimeError: ") and "failed on purpose" in reason, reason
     assert "TF_CONFIG task worker 1 on host algo-3" in reason
     assert cluster.leftovers() == {}
+
+
+def test_mwms_master_never_starts(make_cluster) -> None:
+    cluster = make_cluster(2)
+    cluster.write_job(MWMS, program=PROGRAMS / "tf_mwms.py")
+    started = time.monotonic()
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="3"), hosts=cluster.hosts[1:])
+    statuses = cluster.wait(20, hosts=cluster.hosts[1:])
+    assert statuses == {"algo-2": 69}
+    assert time.monotonic() - started < 3 + 5
+    assert (cluster.hosts[1].failure() or "").startswith("PeersUnreachable: master algo-1 was not reachable")
+    assert cluster.hosts[1].leftovers() == []
+
+
+def test_mwms_worker_never_starts(make_cluster) -> None:
+    cluster = make_cluster(3)
+    cluster.write_job(MWMS, program=PROGRAMS / "tf_mwms.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="4"), hosts=cluster.hosts[:2])
+    statuses = cluster.wait(20, hosts=cluster.hosts[:2])
+    assert statuses == {"algo-1": 69, "algo-2": 69}, statuses
+    assert (cluster.hosts[0].failure() or "").startswith("PeersUnreachable: workers algo-3 did not report")
+    assert "algo-3" in (cluster.hosts[1].failure() or "")  # the worker that came learns why
+    assert not list((cluster.hosts[1].ml / "output" / "data").glob("running-*"))  # no program started
+    assert cluster.hosts[0].leftovers() == [] and cluster.hosts[1].leftovers() == []
