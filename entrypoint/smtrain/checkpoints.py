@@ -3,6 +3,7 @@
     from smtrain.checkpoints import CheckpointStore, PipePosition, StopSignal, all_positions
 
     store = CheckpointStore(keep=3)                  # SM_CHECKPOINT_DIR; only rank 0 writes
+    store = CheckpointStore(keep=3, asynchronous=True)   # save() returns once the state is in memory
     state = tf.train.Checkpoint(model=model, optimizer=optimizer)
     restored = store.restore(state)                  # the newest complete checkpoint, or None
     stop = StopSignal()                              # SIGTERM (spot interruption) sets it
@@ -25,6 +26,12 @@ A checkpoint is written aside and renamed into place (with fsyncs), so a kill at
 either the old newest checkpoint or the new one. At start the newest checkpoint whose manifest and
 files check out is restored; a damaged one (e.g. half-synced from S3) is skipped with a warning.
 Anything else in the folder is not this manager's: it is reported and never touched.
+
+Asynchronous stores: `save()` returns once the state is copied to host memory (TensorFlow's
+asynchronous checkpoint write, for a `tf.train.Checkpoint`); writing, fsyncs, CRCs, the manifest and
+the rename happen in a background thread. At most one save is in flight: a second `save()` waits
+until the first is durable (none is dropped). `wait()` waits for the one in flight and raises its
+error; the thread is not a daemon, so a program that saves on SIGTERM and exits still completes it.
 """
 from __future__ import annotations
 
@@ -34,6 +41,7 @@ import re
 import shutil
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
@@ -94,6 +102,16 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
+def _is_tf_checkpoint(state: Any) -> bool:
+    return type(state).__module__.startswith("tensorflow") and hasattr(state, "sync")
+
+
+def _async_options() -> Any:
+    import tensorflow as tf
+
+    return tf.train.CheckpointOptions(enable_async=True)
+
+
 def _file_crc(path: Path) -> int:
     from crc32c import crc32c  # the hardware CRC, as Pipe mode uses
 
@@ -108,7 +126,7 @@ class CheckpointStore:
     """The checkpoint folder of a job: atomic saves, newest-complete restore, keep-last-N pruning."""
 
     def __init__(self, directory: Optional[Union[str, Path]] = None, keep: int = 3, rank: Optional[int] = None,
-                 log: Callable[[str], None] = _log) -> None:
+                 log: Callable[[str], None] = _log, asynchronous: bool = False) -> None:
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
         self.directory = Path(directory or os.environ.get("SM_CHECKPOINT_DIR") or "/opt/ml/checkpoints")
@@ -116,6 +134,10 @@ class CheckpointStore:
         self.rank = int(os.environ.get("SM_RANK", "0")) if rank is None else rank
         self._log = log
         self._warned: set[str] = set()
+        # save() returns once the state is in host memory; a thread makes it durable (see wait())
+        self.asynchronous = asynchronous
+        self._in_flight: Optional[threading.Thread] = None
+        self._error: Optional[BaseException] = None
 
     # -- writing -----------------------------------------------------------------------------------
     def save(self, step: int, state: Writer, pipe_positions: Sequence[Mapping[str, PipePosition]] = (),
@@ -123,34 +145,73 @@ class CheckpointStore:
         """Write checkpoint `step` (rank 0 only; other ranks return None). `state` is an object with
         `.write(prefix)` such as `tf.train.Checkpoint`, or a function that writes into a folder.
         `pipe_positions`: every rank's Pipe positions {channel: PipePosition}, in rank order, as
-        `all_positions(mine)` gives them (one rank: `[mine]`)."""
+        `all_positions(mine)` gives them (one rank: `[mine]`). Returns the checkpoint's folder (with
+        `asynchronous=True`: the folder it will have once `wait()` returns)."""
         if isinstance(pipe_positions, Mapping):
             raise TypeError("pipe_positions is every rank's positions in rank order: pass all_positions(mine) or [mine]")
         if self.rank != 0:
             return None
         if step < 0:
             raise ValueError(f"step must be >= 0, got {step}")
+        self.wait()  # at most one save in flight: a second save waits for the first to be durable
         self.directory.mkdir(parents=True, exist_ok=True)
         final = self.directory / f"ckpt-{step:012d}"
         tmp = self.directory / f".incomplete-ckpt-{step:012d}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
+        background = self.asynchronous
         if hasattr(state, "write"):
-            state.write(str(tmp / _STATE_PREFIX))
+            if background and _is_tf_checkpoint(state):
+                # TensorFlow copies every variable to host memory, then writes in its own thread
+                state.write(str(tmp / _STATE_PREFIX), options=_async_options())
+            else:
+                state.write(str(tmp / _STATE_PREFIX))
         else:
             state(tmp)
+        ranks = [dict(r) for r in pipe_positions] or [{}]
+
+        def make_durable() -> None:
+            if background and hasattr(state, "sync"):
+                state.sync()  # TensorFlow's write has ended
+            self._finish(step, tmp, final, ranks, dict(extra or {}))
+
+        if not background:
+            make_durable()
+            return final
+        self._in_flight = threading.Thread(target=self._run_in_background, args=(make_durable,),
+                                           name=f"checkpoint-{step}")  # not a daemon: exit waits for it
+        self._in_flight.start()
+        return final
+
+    def wait(self) -> None:
+        """Until the save in flight (asynchronous stores) is durable; raises what it failed with."""
+        thread, self._in_flight = self._in_flight, None
+        if thread is not None:
+            thread.join()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def _run_in_background(self, make_durable: Callable[[], None]) -> None:
+        try:
+            make_durable()
+        except BaseException as e:  # handed to the next save() or wait()
+            self._log(f"an asynchronous save failed: {type(e).__name__}: {e}")
+            self._error = e
+
+    def _finish(self, step: int, tmp: Path, final: Path, ranks: list[dict], extra: dict) -> None:
+        """fsync and CRC every file, write the manifest, rename into place, prune."""
         files = {}
         for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
             _fsync(path)
             files[path.relative_to(tmp).as_posix()] = {"size": path.stat().st_size, "crc32c": _file_crc(path)}
-        ranks = list(pipe_positions) or [{}]
         manifest = {
             "format": FORMAT,
             "step": step,
             "created": time.time(),
             "files": files,
             "pipes": [{c: list(p) for c, p in r.items()} for r in ranks],
-            "extra": dict(extra or {}),
+            "extra": extra,
         }
         with open(tmp / MANIFEST, "w") as f:
             json.dump(manifest, f)
@@ -163,7 +224,6 @@ class CheckpointStore:
         _fsync(self.directory)
         progress.alive()
         self._prune()
-        return final
 
     def _discard(self, step: int, path: Path) -> None:
         """Remove a complete checkpoint atomically: out of sight by a rename first, so a kill while

@@ -35,13 +35,14 @@ def _assert_consistent(manager: CheckpointStore) -> int:
     return latest.step
 
 
-def test_sigkill_at_random_moments_during_saves_never_tears_a_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_sigkill_at_random_moments_during_saves_never_tears_a_checkpoint(tmp_path: Path, mode: str) -> None:
     directory = tmp_path / "ckpt"
     manager = CheckpointStore(directory, keep=3, log=lambda m: None)
     rng = random.Random(1234)
     newest, kills = 0, 0
     while kills < 60:
-        saver = subprocess.Popen([sys.executable, str(PROGRAMS / "ckpt_saver.py"), str(directory)])
+        saver = subprocess.Popen([sys.executable, str(PROGRAMS / "ckpt_saver.py"), str(directory), mode])
         time.sleep(0.15 + rng.random() * 0.25)  # start-up (imports) is ~0.1 s; then it only saves
         saver.send_signal(signal.SIGKILL)
         saver.wait(10)
@@ -55,6 +56,36 @@ def test_sigkill_at_random_moments_during_saves_never_tears_a_checkpoint(tmp_pat
     assert newest > 60, "the saver should have made progress across the kills"
     manager.clean_incomplete()
     assert not [p for p in directory.iterdir() if p.name.startswith(".incomplete")]
+
+
+def test_asynchronous_save_keeps_the_state_of_the_moment_and_exit_waits_for_it(tmp_path: Path) -> None:
+    """save() returns with the state copied; training goes on; the checkpoint holds the saved
+    moment's values. A program that exits right after an asynchronous save leaves it complete."""
+    program = tmp_path / "prog.py"
+    program.write_text(
+        "import os, sys\n"
+        "os.environ['TF_CPP_MIN_LOG_LEVEL'] = '2'\n"
+        "import tensorflow as tf\n"
+        "from smtrain.checkpoints import CheckpointStore\n"
+        "v = tf.Variable(tf.fill((1024, 1024), 1.0))\n"
+        "state = tf.train.Checkpoint(v=v)\n"
+        "store = CheckpointStore(sys.argv[1], asynchronous=True, log=lambda m: None)\n"
+        "store.save(1, state)\n"
+        "v.assign(tf.fill((1024, 1024), 2.0))  # the next steps change it at once\n"
+        "store.save(2, state)\n"
+        "v.assign(tf.fill((1024, 1024), 3.0))\n"
+        "sys.exit(0)  # no wait(): exit itself waits for the save in flight\n")
+    done = subprocess.run([sys.executable, str(program), str(tmp_path / "ckpt")], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    import tensorflow as tf
+
+    manager = CheckpointStore(tmp_path / "ckpt", log=lambda m: None)
+    assert [c.step for c in manager.checkpoints()] == [1, 2]
+    for checkpoint, value in zip(manager.checkpoints(), (1.0, 2.0)):
+        restored = tf.train.Checkpoint(v=tf.Variable(tf.zeros((1024, 1024))))
+        restored.read(checkpoint.state_prefix).expect_partial()
+        assert float(tf.reduce_min(restored.v)) == float(tf.reduce_max(restored.v)) == value
+    assert manager.latest() is not None and manager.latest().step == 2  # CRCs check out
 
 
 def test_tensorflow_model_and_optimizer_round_trip(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
 """Saves checkpoints as fast as it can until killed; each file's every byte encodes the step, so a
-torn or mixed checkpoint shows. Resumes from the newest checkpoint's step."""
+torn or mixed checkpoint shows. Resumes from the newest checkpoint's step. A second argument
+`async` uses an asynchronous store (the fsyncs, manifest and rename in its background thread)."""
 import sys
 
 from smtrain.checkpoints import CheckpointStore, PipePosition
 
-manager = CheckpointStore(sys.argv[1], keep=3, log=lambda message: None)
+manager = CheckpointStore(sys.argv[1], keep=3, log=lambda message: None, asynchronous=sys.argv[2:] == ["async"])
 latest = manager.restore()
 step = latest.step + 1 if latest else 1
 
