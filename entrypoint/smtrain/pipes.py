@@ -21,7 +21,6 @@ import queue
 import select
 import shutil
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, Ty
 
 from . import progress
 from .common.frameworks import running_horovod
+from .common.scratch import make_scratch_dir, shm_folder
 from .data.records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
 
 __all__ = [
@@ -241,13 +241,14 @@ def spool_chunks(
 
 
 def _spool_folder(channel: str) -> Path:
-    """A fresh folder in shared memory (a file system where it has room) for one dataset's chunks."""
-    base = Path("/dev/shm")
+    """A fresh folder in shared memory (a file system where it has room) for one dataset's chunks;
+    those a killed reader left are removed first (smtrain.common.scratch)."""
+    base = shm_folder()
     try:
-        usable = base.is_dir() and shutil.disk_usage(base).free > (256 << 20)
+        usable = base is not None and shutil.disk_usage(base).free > (256 << 20)
     except OSError:
         usable = False
-    return Path(tempfile.mkdtemp(prefix=f"smtrain-pipe-{channel}-", dir=base if usable else None))
+    return make_scratch_dir(f"smtrain-pipe-{channel}-", base if usable else None)
 
 
 def dataset(

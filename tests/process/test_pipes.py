@@ -301,13 +301,14 @@ def test_dataset_reports_corruption_with_channel_and_epoch(tmp_path: Path) -> No
     data.mkdir()
     Feeder(data, {"train": [tmp_path / "obj"]}, {"train": None}, epochs=1).start()
     os.environ.update(_env(data, "train"))
+    before = set(Path("/dev/shm").glob("smtrain-pipe-train-*"))
     try:
         with pytest.raises(tf.errors.OpError, match="channel 'train' epoch 0.*data CRC mismatch at byte offset"):
             list(pipes.dataset("train", timeout=10))
     finally:
         for name in _env(data, "train"):
             os.environ.pop(name)
-    assert not list(Path("/dev/shm").glob("smtrain-pipe-train-*"))  # the spool folder is gone
+    assert not set(Path("/dev/shm").glob("smtrain-pipe-train-*")) - before  # the spool folder is gone
 
 
 def test_feeder_command_feeds_until_sigterm_then_exits_cleanly(tmp_path: Path) -> None:

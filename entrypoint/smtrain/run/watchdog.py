@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
-import tempfile
 import threading
 import time
 from typing import Callable, Optional
 
 from .. import progress
 from ..common import linux
+from ..common.scratch import make_scratch_file, shm_folder
 from .stall import Stall, StallWatch
 
 __all__ = ["ProgressFile", "Watchdog", "dump_stacks"]
@@ -20,8 +20,7 @@ class ProgressFile:
     """A rank's progress file, made by its supervisor and written by the program (smtrain.progress)."""
 
     def __init__(self) -> None:
-        folder = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-        fd, self.path = tempfile.mkstemp(prefix="smtrain-progress-", dir=folder)
+        fd, self.path = make_scratch_file("smtrain-progress-", shm_folder())
         try:
             os.ftruncate(fd, progress.RECORD.size)  # the program maps it: it must have its size
         finally:
