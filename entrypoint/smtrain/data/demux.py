@@ -55,11 +55,16 @@ def _open_target(path: Path, deadline: float) -> Optional[int]:
             time.sleep(0.005)
             continue
         os.set_blocking(fd, True)
-        try:
-            fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
-        except OSError:
-            pass  # above the system's pipe-max-size: the default size still works
+        _enlarge(fd)
         return fd
+
+
+def _enlarge(fd: int) -> None:
+    """A FIFO's buffer to PIPE_SIZE."""
+    try:
+        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
+    except OSError:
+        pass  # above the system's pipe-max-size: the default size still works
 
 
 def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_wait_s: float,
@@ -77,6 +82,7 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
             if fd is not None:
                 os.close(fd)
         raise
+    _enlarge(src)  # fewer, larger reads from the source: SageMaker's FIFO has the default 64 KiB
     splitter = RecordSplitter(fmt, check_crc=False)  # the ranks check CRCs; here only framing matters
     live = [r for r, fd in enumerate(fds) if fd is not None]
     turn = itertools.cycle(live)
