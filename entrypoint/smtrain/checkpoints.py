@@ -160,8 +160,9 @@ class CheckpointStore:
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         background = self.asynchronous
+        tf_async = background and _is_tf_checkpoint(state)
         if hasattr(state, "write"):
-            if background and _is_tf_checkpoint(state):
+            if tf_async:
                 # TensorFlow copies every variable to host memory, then writes in its own thread
                 state.write(str(tmp / _STATE_PREFIX), options=_async_options())
             else:
@@ -171,7 +172,7 @@ class CheckpointStore:
         ranks = [dict(r) for r in pipe_positions] or [{}]
 
         def make_durable() -> None:
-            if background and hasattr(state, "sync"):
+            if tf_async:
                 state.sync()  # TensorFlow's write has ended
             self._finish(step, tmp, final, ranks, dict(extra or {}))
 

@@ -160,6 +160,11 @@ class ControlServer:
         with self._lock:
             return dict(self._done)
 
+    def failed_done(self) -> Optional[tuple[str, int]]:
+        """The first worker whose program ended non-zero (TF strategy jobs), and its status."""
+        with self._lock:
+            return next(((host, status) for host, status in self._done.items() if status != 0), None)
+
     def lost_hosts(self) -> list[str]:
         """Workers lost (and not back), the first lost first."""
         with self._lock:

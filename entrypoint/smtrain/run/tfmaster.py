@@ -60,10 +60,9 @@ class JobWatch:
             return "the job stalled"
         if self.server.has_reports(final=True):
             return "a task of the job failed"
-        failed = {h: s for h, s in self.server.done_hosts().items() if s != 0}
+        failed = self.server.failed_done()
         if failed:
-            host, status = next(iter(failed.items()))
-            return f"the program on host {host} ended with status {status}"
+            return f"the program on host {failed[0]} ended with status {failed[1]}"
         return None
 
     def all_done(self) -> bool:
@@ -73,8 +72,10 @@ class JobWatch:
 
 def _await_workers_done(job: JobWatch, waker: SignalWaker, grace_period_s: float) -> None:
     """Until every worker's program has ended (bounded once the job is aborted or asked to stop)."""
-    deadline = time.monotonic() + ABORT_WAIT_S if job.aborted else None
+    deadline: Optional[float] = None
     while not job.all_done():
+        if job.aborted and deadline is None:
+            deadline = time.monotonic() + ABORT_WAIT_S
         if deadline is not None and time.monotonic() >= deadline:
             log(f"workers {', '.join(w for w in job.strategy.workers if w not in job.server.done_hosts())} "
                 "did not report their program's end in time")
@@ -85,8 +86,6 @@ def _await_workers_done(job: JobWatch, waker: SignalWaker, grace_period_s: float
             elif signum in SHUTDOWN_SIGNALS:
                 job.server.broadcast(MessageType.SIGNAL, signum=signum)
                 deadline = min(deadline or float("inf"), time.monotonic() + grace_period_s + ABORT_WAIT_S)
-        if job.aborted and deadline is None:
-            deadline = time.monotonic() + ABORT_WAIT_S
 
 
 def _outcome(plan: LaunchPlan, result: ProcessResult, server: ControlServer, stall: Optional[Stall],
@@ -107,9 +106,9 @@ def _outcome(plan: LaunchPlan, result: ProcessResult, server: ControlServer, sta
         return report_outcome(report, f"{what} ({where})")
     if lost:
         return int(ExitCode.PEERS_UNREACHABLE), failure_text(FailureKind.HOST_LOST, f"lost worker host {lost[0]} during the job")
-    failed = {h: s for h, s in server.done_hosts().items() if s != 0}
+    failed = server.failed_done()
     if failed:
-        host, status = next(iter(failed.items()))
+        host, status = failed
         return status, failure_text(FailureKind.PROGRAM_ERROR, f"{program} on host {host} ended with status {status}")
     if result.exit_code != 0:
         return result.exit_code, program_failure(result, f"{program} ({strategy.program_task.describe()})", oom_before)

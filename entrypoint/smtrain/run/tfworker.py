@@ -19,15 +19,16 @@ from ..common import linux
 from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS
 from ..config.defaults import HEARTBEAT_S
-from ..errors import ExitCode, FailureKind, PeersUnreachable
+from ..errors import ExitCode
 from ..plan.launch import LaunchPlan
 from . import control
 from .control import MessageType
 from .helpers import HelperGroup
-from .outcome import FileState, failure_text
+from .outcome import FileState
 from .single import finish, prepare, start_helpers
 from .supervise import SignalWaker, end_descendants, supervise
 from .tftasks import program_env, start_ps
+from .worker import connect_to_master, master_lost
 
 __all__ = ["MasterLink", "run_tf_worker"]
 
@@ -129,11 +130,7 @@ def run_tf_worker(plan: LaunchPlan, inherited_env: dict[str, str], python: str, 
         with HelperGroup() as helpers:
             start_helpers(plan, helpers)
             log(f"connecting to the master {strategy.master}:{strategy.control_port}")
-            sock = control.connect(strategy.master, strategy.control_port, deadline,
-                                   control.encode(MessageType.HELLO, host=plan.host))
-            if sock is None:
-                raise PeersUnreachable(f"master {strategy.master} was not reachable at "
-                                       f"{strategy.master}:{strategy.control_port} within {strategy.peer_wait_s:g} s")
+            sock = connect_to_master(plan.host, strategy.master, strategy.control_port, deadline, strategy.peer_wait_s)
             link = MasterLink(sock, strategy.heartbeat_timeout_s, waker).start()
             token = link.wait_start(deadline + strategy.peer_wait_s)  # the master waits for every worker
             if token is not None:
@@ -157,5 +154,4 @@ def _await_end(plan: LaunchPlan, link: MasterLink, waker: SignalWaker) -> tuple[
         log(f"the master reports that the job ended with status {link.end[0]}")
         return link.end
     assert plan.strategy is not None
-    what = f"lost the master {plan.strategy.master} before the job ended ({link.lost})"
-    return int(ExitCode.PEERS_UNREACHABLE), failure_text(FailureKind.MASTER_LOST, what)
+    return master_lost(plan.strategy.master, str(link.lost))

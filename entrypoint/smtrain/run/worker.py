@@ -23,7 +23,21 @@ from .single import finish, prepare, start_helpers
 from .sshd import start_sshd
 from .supervise import SignalWaker, end_descendants
 
-__all__ = ["run_worker"]
+__all__ = ["connect_to_master", "master_lost", "run_worker"]
+
+
+def connect_to_master(host: str, master: str, port: int, deadline: float, wait_s: float) -> socket.socket:
+    """The control connection, hello said; PeersUnreachable when the master is not there by `deadline`."""
+    sock = control.connect(master, port, deadline, control.encode(MessageType.HELLO, host=host))
+    if sock is None:
+        raise PeersUnreachable(f"master {master} was not reachable at {master}:{port} within {wait_s:g} s")
+    return sock
+
+
+def master_lost(master: str, how: str) -> tuple[int, str]:
+    """The status and reason of a worker that lost its master mid-job."""
+    what = f"lost the master {master} before the job ended ({how}); stopping this host's ranks"
+    return int(ExitCode.PEERS_UNREACHABLE), failure_text(FailureKind.MASTER_LOST, what)
 
 
 def run_worker(plan: LaunchPlan, python: str, waker: SignalWaker) -> int:
@@ -38,12 +52,7 @@ def run_worker(plan: LaunchPlan, python: str, waker: SignalWaker) -> int:
             start_helpers(plan, helpers)
             start_sshd(helpers, mpi.sshd_argv, mpi.sshd_port, deadline)
             log(f"sshd is up; connecting to the master {mpi.master}:{mpi.control_port}")
-            hello = control.encode(MessageType.HELLO, host=plan.host)
-            sock = control.connect(mpi.master, mpi.control_port, deadline, hello)
-            if sock is None:
-                raise PeersUnreachable(
-                    f"master {mpi.master} was not reachable at {mpi.master}:{mpi.control_port} within {mpi.peer_wait_s:g} s"
-                )
+            sock = connect_to_master(plan.host, mpi.master, mpi.control_port, deadline, mpi.peer_wait_s)
             status, reason = _follow(plan, sock, waker)
     finally:
         end_descendants(waker, 2.0)  # ranks or daemons the job left behind: nothing outlives train
@@ -97,7 +106,7 @@ def _follow(plan: LaunchPlan, sock: socket.socket, waker: SignalWaker) -> tuple[
             except (TimeoutError, ValueError):
                 continue
             if message is None:
-                return _master_lost(plan, "its connection closed")
+                return master_lost(plan.mpi.master, "its connection closed")
             last_heard = time.monotonic()
             fields = message.fields
             if message.type is MessageType.START:
@@ -109,10 +118,6 @@ def _follow(plan: LaunchPlan, sock: socket.socket, waker: SignalWaker) -> tuple[
                 log(f"the master reports that the job ended with status {status}")
                 return status, str(fields.get("reason", ""))
         elif time.monotonic() - last_heard >= silence_s:
-            return _master_lost(plan, f"nothing heard for {silence_s:g} s")
+            return master_lost(plan.mpi.master, f"nothing heard for {silence_s:g} s")
 
 
-def _master_lost(plan: LaunchPlan, how: str) -> tuple[int, str]:
-    assert plan.mpi is not None
-    what = f"lost the master {plan.mpi.master} before the job ended ({how}); stopping this host's ranks"
-    return int(ExitCode.PEERS_UNREACHABLE), failure_text(FailureKind.MASTER_LOST, what)
