@@ -1,7 +1,7 @@
 """The system monitor's own cost: its CPU use over 60 s at 500 ms and 100 ms (percent of one core),
 and the step time of a CPU-bound TensorFlow job with the monitor on and off, in one run.
 
-    /opt/smtrain/venv/bin/python benchmarks/monitor.py [--seconds 60] [--steps 300]
+    /opt/smtrain/venv/bin/python benchmarks/bench_monitor.py [--seconds 60] [--steps 300]
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@
   job end  the last rank exits -> every host's train has exited
   failure  a rank on the last worker is SIGKILLed -> every host's train has exited
 
-    /opt/smtrain/venv/bin/python benchmarks/multihost.py [--hosts 2 4 8] [--repeat 3]
+    /opt/smtrain/venv/bin/python benchmarks/bench_multihost.py [--hosts 2 4 8] [--repeat 3]
 
 Anchor (sagemaker-training 4.9.0, measured on simulated hosts, shared/DESIGN.md): its workers sleep
 30 s after the job and poll every 30 s, so a job end takes >= 30 s to reach every host; a rank

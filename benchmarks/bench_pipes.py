@@ -6,7 +6,7 @@
   TFRecordDataset  tf.data.TFRecordDataset on a regular (cached) file, iterated in batches of 256
   demux P=n        feeder -> demultiplexer -> n reader processes; total, against one reader
 
-    /opt/smtrain/venv/bin/python benchmarks/pipes.py [--mb 512] [--repeat 3]
+    /opt/smtrain/venv/bin/python benchmarks/bench_pipes.py [--mb 512] [--repeat 3]
 
 Each figure is the median of --repeat runs (this VM's throughput varies by up to 2x between runs).
 """

@@ -6,7 +6,7 @@ Measures, interleaved in one run on the same /opt/ml tree and the same tiny prog
   oracle    sagemaker-training 4.9.0's `train`
 and prints medians, the overhead over plain python and the ratios.
 
-    /opt/smtrain/venv/bin/python benchmarks/startup.py [--runs 30]
+    /opt/smtrain/venv/bin/python benchmarks/bench_startup.py [--runs 30]
 """
 from __future__ import annotations
 
