@@ -1,7 +1,8 @@
 # TensorFlow + Horovod training image for Amazon SageMaker; entry point `train`. Two flavours:
 #   CPU (builds anywhere):  docker build --build-arg BASE_IMAGE=<debian:bookworm-slim or a local base> --target cpu -t smtrain:cpu .
 #   GPU (CUDA 12.5.1 + cuDNN 9.3, TensorFlow 2.18's own, NCCL, EFA):  docker build --target gpu -t smtrain:gpu .
-# The Python stack is built the same way in both, by scripts/build-stack.sh; only the final stages
+# The Python stack is built the same way in both, by scripts/build-stack.sh (and smtrain's native
+# Pipe reader by scripts/build-native.sh); only the final stages
 # are shipped, with no compiler, no pip cache and no apt lists.
 ARG BASE_IMAGE=debian:bookworm-slim
 ARG CUDA_DEVEL_IMAGE=nvidia/cuda:12.5.1-cudnn-devel-ubuntu22.04
@@ -18,6 +19,10 @@ RUN apt-get update \
 COPY requirements/ /src/requirements/
 COPY scripts/build-stack.sh scripts/patch-horovod.py /src/scripts/
 RUN /src/scripts/build-stack.sh /usr/bin/python3 /opt/smtrain/venv /src/requirements/stack.txt
+# smtrain's native tf.data op for Pipe mode, against this TensorFlow (smtrain.data.native)
+COPY native/ /src/native/
+COPY scripts/build-native.sh /src/scripts/
+RUN /src/scripts/build-native.sh /opt/smtrain/venv
 COPY pyproject.toml /src/
 COPY entrypoint/ /src/entrypoint/
 RUN /opt/smtrain/venv/bin/pip install -q --no-deps --no-build-isolation /src \
@@ -57,6 +62,9 @@ COPY scripts/build-stack.sh scripts/patch-horovod.py /src/scripts/
 RUN PATH=/opt/amazon/openmpi/bin:$PATH HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED \
     HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_BUILD_CUDA_CC_LIST=70,75,80,86,89,90 \
     /src/scripts/build-stack.sh /usr/bin/python3 /opt/smtrain/venv /src/requirements/stack-gpu.txt
+COPY native/ /src/native/
+COPY scripts/build-native.sh /src/scripts/
+RUN /src/scripts/build-native.sh /opt/smtrain/venv
 COPY pyproject.toml /src/
 COPY entrypoint/ /src/entrypoint/
 RUN /opt/smtrain/venv/bin/pip install -q --no-deps --no-build-isolation /src \

@@ -2,7 +2,8 @@
 
   cat              `cat FIFO > /dev/null` of the same bytes: the pipe's limit
   reader           smtrain.pipes.records (CRCs checked), counting records
-  reader dataset   smtrain.pipes.dataset (tf.data) iterated in batches of 256
+  native dataset   smtrain.pipes.dataset (tf.data, smtrain's native op) iterated in batches of 256
+  python dataset   the same through the Python fallback (SMTRAIN_NATIVE_PIPES=0)
   TFRecordDataset  tf.data.TFRecordDataset on a regular (cached) file, iterated in batches of 256
   demux P=n        feeder -> demultiplexer -> n reader processes; total, against one reader
 
@@ -75,9 +76,9 @@ def time_reader(data: Path, source: Path, count: int) -> float:
     return elapsed
 
 
-def time_reader_dataset(data: Path, source: Path, count: int) -> float:
+def time_reader_dataset(data: Path, source: Path, count: int, native: bool) -> float:
     feeder = fed(data, source)
-    os.environ.update(SM_PIPE_C=str(data / "c"), SM_PIPE_FORMAT_C="tfrecord")
+    os.environ.update(SM_PIPE_C=str(data / "c"), SM_PIPE_FORMAT_C="tfrecord", SMTRAIN_NATIVE_PIPES=str(int(native)))
     start = time.perf_counter()
     n = sum(int(b.shape[0]) for b in pipes.dataset("c").batch(256))
     elapsed = time.perf_counter() - start
@@ -121,9 +122,13 @@ def main() -> None:
     import tensorflow as tf
 
     tf.data.Dataset.range(1).reduce(0, lambda a, b: a)  # TensorFlow's start-up is not what is measured
+    from smtrain.data.native import native_pipes
+
+    if native_pipes() is None:
+        sys.exit("bench_pipes: the native op is not built (scripts/build-native.sh); nothing to compare")
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
-        print(f"{'records':<10}{'method':<20}{'MB/s':>9}{'records/s':>12}{'vs cat':>8}{'vs TFRecordDataset':>20}")
+        print(f"{'records':<10}{'method':<20}{'MB/s':>9}{'records/s':>12}{'vs cat':>8}{'vs TFRecordDataset':>20}", flush=True)
         figures = {}
         for size, mb in ((100 * 1024, args.mb), (100, args.mb // 5)):
             source = data / f"src-{size}"
@@ -133,7 +138,8 @@ def main() -> None:
             measures = {
                 "cat": lambda: time_cat(data, source),
                 "reader": lambda: time_reader(data, source, count),
-                "reader dataset": lambda: time_reader_dataset(data, source, count),
+                "native dataset": lambda: time_reader_dataset(data, source, count, native=True),
+                "python dataset": lambda: time_reader_dataset(data, source, count, native=False),
                 "TFRecordDataset": lambda: time_tfrecorddataset(source, count),
                 "demux P=2": lambda: time_demux(data, source, 2, count),
                 "demux P=4": lambda: time_demux(data, source, 4, count),
@@ -149,7 +155,8 @@ def main() -> None:
                       f"{times['cat'] / seconds:>8.2f}{times['TFRecordDataset'] / seconds:>20.2f}")
             tag = "100KiB" if size > 100 else "100B"
             figures[f"reader_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["reader"]
-            figures[f"dataset_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["reader dataset"]
+            figures[f"dataset_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["native dataset"]
+            figures[f"python_dataset_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["python dataset"]
             figures[f"demux_p2_vs_reader_{tag}"] = times["reader"] / times["demux P=2"]
             figures[f"demux_p4_vs_reader_{tag}"] = times["reader"] / times["demux P=4"]
             source.unlink()

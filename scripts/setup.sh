@@ -48,6 +48,16 @@ build_core() {
 # Test oracles whose own pins conflict with the stack: without their dependencies (requirements/oracles.txt).
 install_oracles() { "$venv/bin/python" -m pip install -q --no-deps -r "$here/requirements/oracles.txt"; }
 
+# The native Pipe reader (about a minute): when its source changed. A new TensorFlow rebuilds the whole
+# stack (the core fingerprint), which removes the library with the old environment.
+build_native_if_changed() {
+  local want
+  want="source=$(sha256sum "$here/native/pipe_dataset.cc" | cut -c1-64)"
+  grep -q "^$want " "$venv/lib/smtrain-native/pipe_ops.stamp" 2>/dev/null && return 0
+  log "building the native Pipe reader (about a minute)"
+  "$here/scripts/build-native.sh" "$venv"
+}
+
 main() {
   [ "$(id -u)" -eq 0 ] || { log "run as root (it installs apt packages)"; exit 1; }
   install_apt_packages
@@ -65,6 +75,7 @@ main() {
     install_oracles
     echo "$packages" >"$venv/.packages-fingerprint"
   fi
+  build_native_if_changed
   # This checkout itself: pure Python, a few seconds.
   "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation --force-reinstall "$here"
   log "ready: $venv ($("$venv/bin/python" -c 'import horovod, tensorflow as tf; print("tensorflow", tf.__version__, "horovod", horovod.__version__)' 2>/dev/null))"

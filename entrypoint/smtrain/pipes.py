@@ -1,9 +1,10 @@
 """Reading Pipe-mode channels from a training program, with current TensorFlow.
 
 SageMaker's PipeModeDataset ended with TF 2.14, and `tf.data.TFRecordDataset` cannot read a FIFO
-("Illegal seek"). This module reads the FIFOs itself:
+("Illegal seek"). This module reads the FIFOs itself (`dataset` through smtrain's native tf.data op
+where it is built, smtrain.data.native):
 
-    from entrypoint import pipes
+    from smtrain import pipes
     for record in pipes.records("train", epoch=0):    # bytes, one record at a time, CRCs checked
         ...
     ds = pipes.dataset("train", epochs=3)              # tf.data.Dataset of scalar tf.string
@@ -29,6 +30,7 @@ from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, Ty
 from . import progress
 from .common.frameworks import running_horovod
 from .common.scratch import make_scratch_dir, shm_folder
+from .data.native import native_pipes
 from .data.records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
 
 __all__ = [
@@ -222,7 +224,10 @@ def spool_chunks(
                 os.close(out)
                 chunks.put(str(folder / f"chunk-{index:06d}.tfrecord"))
             chunks.put(None)
-        except BaseException as e:  # handed to the consumer, who raises it
+        except BaseException as e:  # handed to the consumer, who raises it after the records before it
+            if out >= 0:
+                os.close(out)
+                chunks.put(str(folder / f"chunk-{index:06d}.tfrecord"))
             chunks.put(e)
 
     threading.Thread(target=spool, name=f"pipe-spool-{channel}", daemon=True).start()
@@ -261,31 +266,44 @@ def dataset(
 ):  # -> tf.data.Dataset (TensorFlow is imported only here)
     """A `tf.data.Dataset` of scalar `tf.string` records over `epochs` epochs from `start`.
 
-    TFRecord channels: whole CRC-checked records are spooled from the FIFO into chunk files of
-    `chunk_mb` in shared memory (bounded: a few chunks at a time) that `tf.data.TFRecordDataset` reads
-    at its own speed. Other formats cross from Python in batches through `from_generator`."""
+    Read by smtrain's native tf.data op (smtrain.data.native) where it is built; else through Python:
+    TFRecord channels spool whole CRC-checked records from the FIFO into chunk files of `chunk_mb` in
+    shared memory (bounded: a few chunks at a time) that `tf.data.TFRecordDataset` reads; other
+    formats cross from Python in batches through `from_generator`."""
     fmt = channel_format(channel, record_format)
-    return epochs_dataset(channel, lambda: range(start, start + epochs), fmt, fifo_prefix(channel), timeout, chunk_mb)
+    return epochs_dataset(channel, range(start, start + epochs), fmt, fifo_prefix(channel), timeout, chunk_mb)
 
 
-def epochs_dataset(channel: str, epochs: Callable[[], Iterable[int]], fmt: RecordFormat, prefix: str,
+Epochs = Union[Sequence[int], Callable[[], Iterable[int]]]
+
+
+def epochs_dataset(channel: str, epochs: Epochs, fmt: RecordFormat, prefix: str,
                    timeout: float = DEFAULT_WAIT_S, chunk_mb: int = 16, skip_corrupt: int = 0):
-    """The records of the FIFOs `<prefix>_<epoch>`, for the epochs that `epochs()` gives each time an
-    iterator of the dataset is made (smtrain.pipes.dataset; sagemaker_tensorflow.PipeModeDataset)."""
+    """The records of the FIFOs `<prefix>_<epoch>` for `epochs`: a sequence, or a function that gives
+    the epochs each time an iterator of the dataset is made (sagemaker_tensorflow.PipeModeDataset)."""
     import tensorflow as tf
 
+    native = native_pipes()
+    if native is not None:
+        if not callable(epochs):
+            return native.dataset(prefix, channel, list(epochs), fmt, timeout, skip_corrupt=skip_corrupt)
+        numbers = tf.data.Dataset.from_generator(lambda: list(epochs()), output_signature=tf.TensorSpec((), tf.int64))
+        return numbers.flat_map(
+            lambda epoch: native.dataset(prefix, channel, tf.reshape(epoch, [1]), fmt, timeout, skip_corrupt=skip_corrupt))
+
+    epochs_now: Callable[[], Iterable[int]] = epochs if callable(epochs) else (lambda: epochs)
     environ = {f"SM_PIPE_{channel.upper()}": prefix}
     if fmt is RecordFormat.TFRECORD:
         def chunk_names():
             folder = _spool_folder(channel)
-            yield from spool_chunks(channel, list(epochs()), folder, chunk_mb << 20, fmt, timeout, environ,
+            yield from spool_chunks(channel, list(epochs_now()), folder, chunk_mb << 20, fmt, timeout, environ,
                                     skip_corrupt=skip_corrupt)
 
         names = tf.data.Dataset.from_generator(chunk_names, output_signature=tf.TensorSpec(shape=(), dtype=tf.string))
         return names.flat_map(tf.data.TFRecordDataset)  # one chunk after the other, each read whole
 
     def generate():
-        for epoch in epochs():
+        for epoch in epochs_now():
             yield from epoch_batches(channel, epoch, fmt, timeout, environ, skip_corrupt=skip_corrupt)
 
     batches = tf.data.Dataset.from_generator(generate, output_signature=tf.TensorSpec(shape=(None,), dtype=tf.string))

@@ -26,8 +26,11 @@ from typing import Optional
 
 PROGRESS_FILE_ENV = "SM_PROGRESS_FILE"
 RECORD = struct.Struct("<QQd")  # steps so far, signs of life so far, wall-clock time of the write
+# The file holds two records: this module's, then the native Pipe reader's (native/pipe_dataset.cc),
+# whose signs of life it adds atomically from its own threads.
+FILE_SIZE = 2 * RECORD.size
 
-__all__ = ["PROGRESS_FILE_ENV", "alive", "read", "step"]
+__all__ = ["FILE_SIZE", "PROGRESS_FILE_ENV", "alive", "read", "step"]
 
 
 class _Counter:
@@ -75,10 +78,12 @@ def read(path: str) -> tuple[int, int]:
     """(steps, signs of life) a rank last wrote to its progress file; (0, 0) before the first write."""
     try:
         with open(path, "rb") as f:
-            data = f.read(RECORD.size)
+            data = f.read(FILE_SIZE)
     except OSError:
         return 0, 0
-    if len(data) != RECORD.size:
+    if len(data) < RECORD.size:
         return 0, 0
-    steps, beats, _ = RECORD.unpack(data)
+    steps, beats, _ = RECORD.unpack_from(data)
+    if len(data) == FILE_SIZE:
+        beats += RECORD.unpack_from(data, RECORD.size)[1]
     return steps, beats

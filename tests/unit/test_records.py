@@ -2,45 +2,10 @@
 in order, as when fed whole; frame spans cover the stream exactly; corruption found at the right offset."""
 from __future__ import annotations
 
-import random
-
 import pytest
 
-from smtrain.data.records import CorruptRecord, RecordFormat, RecordSplitter, encode_recordio, encode_tfrecord
-
-MAGIC = (0xCED7230A).to_bytes(4, "little")
-
-
-def _payloads() -> list[bytes]:
-    rng = random.Random(7)
-    found = [b"", b"a", b"x" * 3, b"\xff" * 5, MAGIC, b"pre" + MAGIC + b"post" + MAGIC, "héllo wörld".encode()]
-    found += [bytes(rng.getrandbits(8) for _ in range(rng.randrange(0, 300))) for _ in range(20)]
-    return found
-
-
-def _recordio(data: bytes) -> bytes:
-    """MXNet's RecordIO: a record holding the magic is written as parts split at it (flags 1, 2, 3)."""
-    parts = data.split(MAGIC)
-    if len(parts) == 1:
-        return encode_recordio(data)
-    out = b""
-    for i, part in enumerate(parts):
-        flag = 1 if i == 0 else 3 if i == len(parts) - 1 else 2
-        out += MAGIC + ((flag << 29) | len(part)).to_bytes(4, "little") + part + b"\0" * (-len(part) % 4)
-    return out
-
-
-def _encode(fmt: RecordFormat, payloads: list[bytes]) -> bytes:
-    if fmt is RecordFormat.TFRECORD:
-        return b"".join(map(encode_tfrecord, payloads))
-    if fmt is RecordFormat.RECORDIO:
-        return b"".join(map(_recordio, payloads))
-    return b"".join(p + b"\n" for p in payloads)
-
-
-def _line_payloads() -> list[bytes]:
-    return [p.replace(b"\n", b" ") for p in _payloads()]
-
+from smtrain.data.records import CorruptRecord, RecordFormat, RecordSplitter, encode_tfrecord
+from tests.record_streams import encode_stream, payloads_for
 
 def _one_byte_at_a_time(fmt: RecordFormat, stream: bytes) -> list[bytes]:
     splitter = RecordSplitter(fmt)
@@ -54,14 +19,14 @@ def _one_byte_at_a_time(fmt: RecordFormat, stream: bytes) -> list[bytes]:
 
 @pytest.mark.parametrize("fmt", list(RecordFormat))
 def test_byte_by_byte_gives_every_record_intact_and_in_order(fmt: RecordFormat) -> None:
-    payloads = _line_payloads() if fmt is RecordFormat.LINES else _payloads()
-    assert _one_byte_at_a_time(fmt, _encode(fmt, payloads)) == payloads
+    payloads = payloads_for(fmt)
+    assert _one_byte_at_a_time(fmt, encode_stream(fmt, payloads)) == payloads
 
 
 @pytest.mark.parametrize("fmt", list(RecordFormat))
 def test_byte_by_byte_frame_spans_cover_the_stream_exactly(fmt: RecordFormat) -> None:
-    payloads = _line_payloads() if fmt is RecordFormat.LINES else _payloads()
-    stream = _encode(fmt, payloads)
+    payloads = payloads_for(fmt)
+    stream = encode_stream(fmt, payloads)
     splitter = RecordSplitter(fmt)
     framed: list[bytes] = []
     for i in range(len(stream)):
@@ -94,6 +59,6 @@ def test_byte_by_byte_corruption_is_found_at_its_offset_after_the_good_records()
 
 @pytest.mark.parametrize("fmt", [RecordFormat.TFRECORD, RecordFormat.RECORDIO])
 def test_byte_by_byte_truncation_is_reported(fmt: RecordFormat) -> None:
-    stream = _encode(fmt, [b"whole", b"cut short"])[:-3]
+    stream = encode_stream(fmt, [b"whole", b"cut short"])[:-3]
     with pytest.raises(CorruptRecord, match="truncated"):
         _one_byte_at_a_time(fmt, stream)

@@ -176,8 +176,9 @@ class RecordSplitter:
         if self._end - pos < 8:
             return None
         magic, word = _RECORDIO_HEADER.unpack_from(buf, pos)
-        if magic != _RECORDIO_MAGIC:
-            raise CorruptRecord(self.offset + pos, f"RecordIO magic expected, found 0x{magic:08x}")
+        if magic != _RECORDIO_MAGIC:  # raised once the records before it are taken
+            self._error = CorruptRecord(self.offset + pos, f"RecordIO magic expected, found 0x{magic:08x}")
+            return None
         length = word & _LENGTH_MASK
         stop = pos + 8 + length + ((-length) % 4)
         return None if stop > self._end else (pos, stop, pos + 8, pos + 8 + length)
@@ -202,6 +203,8 @@ class RecordSplitter:
                     data = _RECORDIO_MAGIC_BYTES.join([*self._parts, data])
                     self._parts = []
             found.append(data)
+        if not found:
+            self._raise_pending()
         return found
 
     def frame_spans(self) -> list[tuple[int, int]]:
@@ -226,6 +229,8 @@ class RecordSplitter:
             spans.append((frame[0], frame[1]))
         if group_start is not None:  # an unfinished multi-part record: wait for its end
             self._start = group_start
+        if not spans:
+            self._raise_pending()
         return spans
 
     def rewind(self, start: int) -> None:

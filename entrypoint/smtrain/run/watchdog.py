@@ -22,7 +22,7 @@ class ProgressFile:
     def __init__(self) -> None:
         fd, self.path = make_scratch_file("smtrain-progress-", shm_folder())
         try:
-            os.ftruncate(fd, progress.RECORD.size)  # the program maps it: it must have its size
+            os.ftruncate(fd, progress.FILE_SIZE)  # the program maps it: it must have its size
         finally:
             os.close(fd)
 

@@ -1,0 +1,109 @@
+"""smtrain's native tf.data source for Pipe-mode FIFOs (native/pipe_dataset.cc), where it is built.
+
+`scripts/build-native.sh` compiles it against the installed TensorFlow when the stack is built (the
+image and scripts/setup.sh), into `<venv>/lib/smtrain-native/` with a stamp naming its source and the
+TensorFlow it was built for. `native_pipes()` loads it once per process; it is None - and
+smtrain.pipes reads through Python instead - where the library is missing, was built for another
+TensorFlow, does not load, or `SMTRAIN_NATIVE_PIPES=0` asks for the Python reader. Why it was not
+loaded is said once on stderr (except when asked for).
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from .records import RecordFormat
+
+__all__ = ["NATIVE_ENV", "NativePipes", "Stamp", "library_dir", "native_pipes"]
+
+NATIVE_ENV = "SMTRAIN_NATIVE_PIPES"  # "0": always the Python reader
+LIBRARY_DIR_ENV = "SMTRAIN_NATIVE_DIR"  # another folder than <venv>/lib/smtrain-native (tests)
+
+
+@dataclass(frozen=True)
+class Stamp:
+    """What a built library was built from (its `pipe_ops.stamp`)."""
+
+    source_sha256: str
+    tensorflow: str
+
+    @classmethod
+    def read(cls, path: Path) -> Optional["Stamp"]:
+        try:
+            fields = dict(part.split("=", 1) for part in path.read_text().split())
+            return cls(fields["source"], fields["tensorflow"])
+        except (OSError, ValueError, KeyError):
+            return None
+
+
+def library_dir() -> Path:
+    return Path(os.environ.get(LIBRARY_DIR_ENV) or Path(sys.prefix) / "lib" / "smtrain-native")
+
+
+class NativePipes:
+    """The loaded op library."""
+
+    def __init__(self, ops: Any) -> None:
+        self._ops = ops
+
+    def dataset(self, prefix: str, channel: str, epochs: Any, fmt: RecordFormat, timeout: float,
+                skip: int = 0, skip_corrupt: int = 0):  # -> tf.data.Dataset
+        """The records of the FIFOs `<prefix>_<epoch>` for `epochs` (a list, or an int64 tensor of
+        shape [n]), one epoch after the other; `skip` records of the first are dropped unchecked."""
+        return _dataset_class()(self._ops, prefix, channel, epochs, fmt.value, timeout, skip, skip_corrupt)
+
+
+@functools.lru_cache(maxsize=None)
+def _dataset_class():
+    """tf.data's base for source datasets made by an op (as tensorflow-io's); defined on first use,
+    since importing TensorFlow is not done at import time."""
+    import tensorflow as tf
+    from tensorflow.python.data.ops import dataset_ops
+
+    class PipeDataset(dataset_ops.DatasetSource):
+        def __init__(self, ops: Any, prefix: str, channel: str, epochs: Sequence[int], fmt: str, timeout: float,
+                     skip: int, skip_corrupt: int) -> None:
+            variant = ops.smtrain_pipe_dataset(
+                prefix=tf.constant(prefix, tf.string), channel=tf.constant(channel, tf.string),
+                epochs=tf.cast(epochs, tf.int64), skip=tf.constant(skip, tf.int64),
+                skip_corrupt=tf.constant(skip_corrupt, tf.int64), timeout_s=tf.constant(timeout, tf.float32),
+                record_format=fmt)
+            super().__init__(variant)
+
+        @property
+        def element_spec(self):
+            return tf.TensorSpec([], tf.string)
+
+    return PipeDataset
+
+
+@functools.lru_cache(maxsize=1)
+def _load() -> Optional[NativePipes]:
+    folder = library_dir()
+    library, stamp = folder / "pipe_ops.so", Stamp.read(folder / "pipe_ops.stamp")
+    if not library.exists() or stamp is None:
+        return _unavailable(f"{library} is not built (scripts/build-native.sh)")
+    import tensorflow as tf
+
+    if stamp.tensorflow != tf.__version__:
+        return _unavailable(f"{library} was built for TensorFlow {stamp.tensorflow}, this is {tf.__version__}")
+    try:
+        return NativePipes(tf.load_op_library(str(library)))
+    except (tf.errors.OpError, OSError) as e:
+        return _unavailable(f"{library} does not load: {e}")
+
+
+def _unavailable(why: str) -> None:
+    sys.stderr.write(f"[smtrain.pipes] reading Pipe mode through Python, slower: {why}\n")
+    return None
+
+
+def native_pipes() -> Optional[NativePipes]:
+    """The native reader, or None for the Python one (see the module's docstring)."""
+    if os.environ.get(NATIVE_ENV, "1") == "0":
+        return None
+    return _load()
