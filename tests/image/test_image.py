@@ -54,12 +54,14 @@ def test_final_stage_has_no_build_tools_or_caches(image: str) -> None:
 
 
 def test_tf_container_scripts_find_their_apis_in_the_image(image: str) -> None:
-    """The PipeModeDataset drop-in ships, and Horovod's Keras callbacks are patched onto tf_keras."""
+    """The PipeModeDataset drop-in ships, Horovod's Keras callbacks are patched onto tf_keras, and
+    smtrain's native Pipe reader was built for the image's TensorFlow and loads."""
     script = ("/opt/smtrain/venv/bin/python -c 'import horovod.tensorflow.keras.callbacks as c, inspect; "
-              "from sagemaker_tensorflow import PipeModeDataset; "
-              "print(c.K.__name__, \"smtrain\" in inspect.getsource(c), PipeModeDataset.__name__)'")
-    backend, patched, name = _shell(image, script).split()[-3:]
-    assert backend.startswith("tf_keras.") and (patched, name) == ("True", "PipeModeDataset")
+              "from sagemaker_tensorflow import PipeModeDataset; from smtrain.data.native import native_pipes; "
+              "print(c.K.__name__, \"smtrain\" in inspect.getsource(c), PipeModeDataset.__name__, "
+              "native_pipes() is not None)'")
+    backend, patched, name, native = _shell(image, script).split()[-4:]
+    assert backend.startswith("tf_keras.") and (patched, name, native) == ("True", "PipeModeDataset", "True")
 
 
 def test_gpu_flavour_has_cuda_nccl_ops_efa_and_the_ofi_plugin(image: str) -> None:
@@ -123,6 +125,7 @@ def test_two_containers_train_with_pipe_mode_and_checkpoints(image: str, tmp_pat
         assert statuses == {"algo-1": 0, "algo-2": 0}, cluster.logs("algo-1")[-3000:]
         master = cluster.logs("algo-1")
         assert "epoch=0; loss=" in master and "epoch=1; loss=" in master
+        assert "reading Pipe mode through Python" not in master  # the native reader was used
         assert "dealt 128 records as [64, 64]" in master and "dealt 128 records as [64, 64]" in cluster.logs("algo-2")
         checkpoints = sorted(p.name for p in (cluster.ml("algo-1") / "checkpoints").glob("ckpt-*"))
         assert checkpoints == ["ckpt-000000000001", "ckpt-000000000002"]

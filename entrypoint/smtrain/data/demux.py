@@ -3,8 +3,11 @@
 Horovod ranks on one host must not share a FIFO. When SageMaker gives one FIFO per epoch for a
 channel, `train` starts this process per channel; it reads `<data>/<C>_<e>` and deals whole
 records round-robin to `<data>/.smtrain-pipes/<C>-<r>_<e>`, which local rank r reads as its own
-channel. Every rank gets the same number of records in an epoch: the records are dealt in whole
-rounds of P, and the at most P-1 records left at the end of an epoch are dropped and reported
+channel. Records are dealt in rounds: each rank gets a block of k consecutive records (k: about
+BLOCK_BYTES of records, fixed by the epoch's first record, so that the same stream is always dealt
+the same way - a count-based resume relies on it), passed on with one write per block rather than
+per record. Every rank gets the same number of records in an epoch: the last, unfinished round is
+dealt in equal blocks of what is left, and the at most P-1 records left then are dropped and reported
 (a rank that took one more step than the others would leave them waiting in a collective
 operation; carrying them into the next epoch would break the count-based resume of a checkpoint). Records are passed on as framed, so each rank's reader still
 checks their CRCs. Writes block when a rank's pipe is full (back-pressure, no unbounded buffer);
@@ -30,8 +33,12 @@ from ..pipes import PipeError, open_fifo
 from .records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
 
 FOLDER = ".smtrain-pipes"
-PIPE_SIZE = 1 << 20  # per rank: smooths out round-robin without holding much
+PIPE_SIZE = 1 << 20  # per rank: smooths out the dealing without holding much
 F_SETPIPE_SZ = 1031
+BLOCK_BYTES = 16 << 10  # records per rank per round: about this much (one write each)
+MAX_BLOCK = 4096
+
+Span = tuple[int, int]
 
 
 class EpochResult(NamedTuple):
@@ -67,6 +74,22 @@ def _enlarge(fd: int) -> None:
         pass  # above the system's pipe-max-size: the default size still works
 
 
+def block_for(first_record_bytes: int) -> int:
+    """Records per rank per round, from the epoch's first (framed) record: about BLOCK_BYTES."""
+    return max(1, min(MAX_BLOCK, BLOCK_BYTES // max(first_record_bytes, 1)))
+
+
+def deal(spans: Sequence[Span], ranks: Sequence[int], block: int) -> dict[int, list[Span]]:
+    """Whole rounds of `spans` (len(spans) a multiple of block x ranks, adjacent in the buffer): each
+    rank's blocks of `block` records, each as the one span that covers it."""
+    dealt: dict[int, list[Span]] = {rank: [] for rank in ranks}
+    for start in range(0, len(spans), block * len(ranks)):
+        for i, rank in enumerate(ranks):
+            first, last = start + i * block, start + (i + 1) * block - 1
+            dealt[rank].append((spans[first][0], spans[last][1]))
+    return dealt
+
+
 def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_wait_s: float,
                 source_wait_s: float) -> EpochResult:
     deadline = time.monotonic() + rank_wait_s
@@ -85,30 +108,39 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
     _enlarge(src)  # fewer, larger reads from the source: SageMaker's FIFO has the default 64 KiB
     splitter = RecordSplitter(fmt, check_crc=False)  # the ranks check CRCs; here only framing matters
     live = [r for r, fd in enumerate(fds) if fd is not None]
-    turn = itertools.cycle(live)
+    block = 0
     left_over = 0
+
+    def send(found: Sequence[Span], block: int) -> None:
+        with splitter.view() as view:
+            for rank, spans in deal(found, list(live), block).items():
+                counts[rank] += block * len(spans)
+                try:
+                    write_spans(fds[rank], view, spans)  # type: ignore[arg-type]
+                except BrokenPipeError:
+                    log(f"{targets[rank].name}: rank {rank} went away; dropping it")
+                    os.close(fds[rank])  # type: ignore[arg-type]
+                    fds[rank] = None
+                    live.remove(rank)
+
     try:
         while live and splitter.fill_from(src):
-            spans: dict[int, list[tuple[int, int]]] = {}
             found = splitter.frame_spans()
-            whole = len(found) - len(found) % len(live)  # whole rounds only: equal counts per rank
+            if not found:
+                continue
+            block = block or block_for(found[0][1] - found[0][0])
+            whole = len(found) - len(found) % (block * len(live))  # whole rounds only
             if whole < len(found):
                 splitter.rewind(found[whole][0])  # an unfinished round waits for more records
-            for span in found[:whole]:
-                rank = next(turn)
-                spans.setdefault(rank, []).append(span)
-                counts[rank] += 1
-            with splitter.view() as view:
-                for rank, rank_spans in spans.items():
-                    try:
-                        write_spans(fds[rank], view, rank_spans)
-                    except BrokenPipeError:
-                        log(f"{targets[rank].name}: rank {rank} went away; dropping it")
-                        os.close(fds[rank])
-                        fds[rank] = None
-                        live.remove(rank)
-                        turn = itertools.cycle(live) if live else turn
-        left_over = len(splitter.frame_spans())
+            if whole:
+                send(found[:whole], block)
+            if splitter.failed:  # no more whole records will come: the rest goes to a rank below
+                break
+        rest = splitter.frame_spans() if live else []
+        share = len(rest) // len(live) if live else 0
+        if share:  # the last round: equal blocks of what is left
+            send(rest[:share * len(live)], share)
+        left_over = len(rest) - share * len(live) if live else len(rest)
         splitter.finish()
     except CorruptRecord as e:
         # The ranks must not take a cut-short epoch for a whole one: the next rank gets the bad bytes,
@@ -117,7 +149,7 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
         if live:
             with splitter.view() as view:
                 try:
-                    write_spans(fds[next(turn)], view, [splitter.leftover_span()])
+                    write_spans(fds[live[0]], view, [splitter.leftover_span()])  # type: ignore[arg-type]
                 except BrokenPipeError:
                     pass
     finally:

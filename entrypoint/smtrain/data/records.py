@@ -131,6 +131,11 @@ class RecordSplitter:
         self._end += n
         return n
 
+    @property
+    def failed(self) -> bool:
+        """Corruption was found; it is raised once the records before it are taken."""
+        return self._error is not None
+
     def buffered(self) -> int:
         return self._end - self._start
 
