@@ -2,6 +2,8 @@
 
   cat              `cat FIFO > /dev/null` of the same bytes: the pipe's limit
   reader           smtrain.pipes.records (CRCs checked), counting records
+  reader shuffled  the same for a channel with a ShuffleConfig: it also keeps each record's 64-bit
+                   fingerprint (what a checkpoint stores to resume the epoch exactly once)
   native dataset   smtrain.pipes.dataset (tf.data, smtrain's native op) iterated in batches of 256
   python dataset   the same through the Python fallback (SMTRAIN_NATIVE_PIPES=0)
   TFRecordDataset  tf.data.TFRecordDataset on a regular (cached) file, iterated in batches of 256
@@ -14,6 +16,7 @@ Each figure is the median of --repeat runs (this VM's throughput varies by up to
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -29,6 +32,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from smtrain import pipes  # noqa: E402
 from smtrain.data.demux import demux_epoch  # noqa: E402
 from smtrain.data.feeder import Feeder  # noqa: E402
+from smtrain.data.fingerprints import to_bytes  # noqa: E402
 from smtrain.data.records import RecordFormat, encode_tfrecord  # noqa: E402
 
 READER = """
@@ -66,13 +70,21 @@ def time_cat(data: Path, source: Path) -> float:
     return elapsed
 
 
-def time_reader(data: Path, source: Path, count: int) -> float:
+SHUFFLED = json.dumps({"c": {"TrainingInputMode": "Pipe", "ShuffleConfig": {"Seed": 1}}})
+
+
+def time_reader(data: Path, source: Path, count: int, shuffled: bool = False) -> float:
     feeder = fed(data, source)
+    environ = {"SM_PIPE_C": str(data / "c"), "SM_PIPE_FORMAT_C": "tfrecord",
+               **({"SM_INPUT_DATA_CONFIG": SHUFFLED} if shuffled else {})}
     start = time.perf_counter()
-    n = sum(1 for _ in pipes.records("c", 0, environ={"SM_PIPE_C": str(data / "c"), "SM_PIPE_FORMAT_C": "tfrecord"}))
+    n = sum(1 for _ in pipes.records("c", 0, environ=environ))
     elapsed = time.perf_counter() - start
     feeder.join(30)
     assert n == count, (n, count)
+    if shuffled:
+        kept = pipes.consumed_fingerprints("c", count)
+        assert kept is not None and len(to_bytes(kept)) == 8 * count  # the checkpoint's state: 8 bytes a record
     return elapsed
 
 
@@ -138,6 +150,7 @@ def main() -> None:
             measures = {
                 "cat": lambda: time_cat(data, source),
                 "reader": lambda: time_reader(data, source, count),
+                "reader shuffled": lambda: time_reader(data, source, count, shuffled=True),
                 "native dataset": lambda: time_reader_dataset(data, source, count, native=True),
                 "python dataset": lambda: time_reader_dataset(data, source, count, native=False),
                 "TFRecordDataset": lambda: time_tfrecorddataset(source, count),
@@ -155,6 +168,7 @@ def main() -> None:
                       f"{times['cat'] / seconds:>8.2f}{times['TFRecordDataset'] / seconds:>20.2f}")
             tag = "100KiB" if size > 100 else "100B"
             figures[f"reader_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["reader"]
+            figures[f"fingerprint_us_per_record_{tag}"] = (times["reader shuffled"] - times["reader"]) / count * 1e6
             figures[f"dataset_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["native dataset"]
             figures[f"python_dataset_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["python dataset"]
             figures[f"demux_p2_vs_reader_{tag}"] = times["reader"] / times["demux P=2"]

@@ -27,6 +27,12 @@ either the old newest checkpoint or the new one. At start the newest checkpoint 
 files check out is restored; a damaged one (e.g. half-synced from S3) is skipped with a warning.
 Anything else in the folder is not this manager's: it is reported and never touched.
 
+Channels with a ShuffleConfig: `all_positions` also gathers each rank's fingerprints of the records
+it consumed in its current epoch (smtrain.pipes keeps them), rank 0 stores them as
+`pipes/<channel>.rank<r>.fp`, and restoring hands each rank its own, so that the restarted job's
+`pipes.records(channel, 0, skip=n)` drops exactly those records whatever order FIFO 0 brings them in
+(the host's demultiplexer does the same for all its ranks).
+
 Asynchronous stores: `save()` returns once the state is copied to host memory (TensorFlow's
 asynchronous checkpoint write, for a `tf.train.Checkpoint`); writing, fsyncs, CRCs, the manifest and
 the rename happen in a background thread. At most one save is in flight: a second `save()` waits
@@ -43,15 +49,17 @@ import signal
 import sys
 import threading
 import time
+from array import array
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
 
-from . import progress
+from . import pipes, progress
+from .data.fingerprints import from_bytes, to_bytes
 from .common.frameworks import running_horovod
 from .common.linux import alive
 
 __all__ = [
-    "Checkpoint", "CheckpointStore", "PipePosition", "StopSignal", "all_positions", "shared_restore",
+    "AllPositions", "Checkpoint", "CheckpointStore", "PipePosition", "StopSignal", "all_positions", "shared_restore",
 ]
 
 MANIFEST = "MANIFEST.json"
@@ -59,6 +67,7 @@ FORMAT = "smtrain-checkpoint/1"
 _COMPLETE = re.compile(r"^ckpt-(\d{12})$")
 _INCOMPLETE = re.compile(r"^\.incomplete-ckpt-(\d{12})-(\d+)$")
 _STATE_PREFIX = "state"
+_PIPES_FOLDER = "pipes"  # <channel>.rank<r>.fp: a shuffled channel's consumed fingerprints
 
 
 class PipePosition(NamedTuple):
@@ -66,6 +75,20 @@ class PipePosition(NamedTuple):
 
     epoch: int
     consumed: int
+
+
+class AllPositions(list):
+    """Every rank's Pipe positions ({channel: PipePosition}, in rank order), as `all_positions` gives
+    them, with the fingerprints of the records each rank consumed of its shuffled channels'
+    current epochs (smtrain.data.fingerprints: {channel: little-endian u64s})."""
+
+    def __init__(self, positions: Sequence[Mapping[str, PipePosition]], fingerprints: Sequence[Mapping[str, bytes]]):
+        super().__init__(positions)
+        self.fingerprints = list(fingerprints)
+
+
+def _fingerprint_file(channel: str, rank: int) -> str:
+    return f"{_PIPES_FOLDER}/{channel}.rank{rank}.fp"
 
 
 class Checkpoint(NamedTuple):
@@ -79,6 +102,25 @@ class Checkpoint(NamedTuple):
         if rank >= len(self.pipes):
             return None
         return self.pipes[rank].get(channel)
+
+    def fingerprints(self, channel: str, rank: int = 0) -> Optional["array[int]"]:
+        """The fingerprints of the records rank `rank` consumed of `channel`'s epoch at this
+        checkpoint (a channel with a ShuffleConfig), else None."""
+        try:
+            return from_bytes((self.path / _fingerprint_file(channel, rank)).read_bytes())
+        except FileNotFoundError:
+            return None
+
+    def resume_pipes(self, rank: int) -> None:
+        """Hand rank `rank`'s consumed fingerprints to smtrain.pipes, whose next read of each such
+        channel's FIFO 0 drops those records (see smtrain.pipes.records)."""
+        for channel in self.position_channels(rank):
+            fingerprints = self.fingerprints(channel, rank)
+            if fingerprints is not None:
+                pipes.resume_from(channel, fingerprints)
+
+    def position_channels(self, rank: int) -> list[str]:
+        return sorted(self.pipes[rank]) if rank < len(self.pipes) else []
 
     @property
     def state_prefix(self) -> str:
@@ -170,6 +212,7 @@ class CheckpointStore:
         else:
             state(tmp)
         ranks = [dict(r) for r in pipe_positions] or [{}]
+        self._write_fingerprints(tmp, pipe_positions)
 
         def make_durable() -> None:
             if tf_async:
@@ -183,6 +226,22 @@ class CheckpointStore:
                                            name=f"checkpoint-{step}")  # not a daemon: exit waits for it
         self._in_flight.start()
         return final
+
+    @staticmethod
+    def _write_fingerprints(folder: Path, pipe_positions: Sequence[Mapping[str, PipePosition]]) -> None:
+        """Each rank's consumed fingerprints of its shuffled channels, as files of the checkpoint
+        (covered by the manifest's CRCs like the state): from `all_positions`, or for this process's
+        own positions (index 0) from its reader."""
+        gathered = getattr(pipe_positions, "fingerprints", None)
+        if gathered is None:
+            own = pipe_positions[0] if pipe_positions else {}
+            local = {c: pipes.consumed_fingerprints(c, p.consumed) for c, p in own.items()}
+            gathered = [{c: to_bytes(f) for c, f in local.items() if f is not None}]
+        for rank, channels in enumerate(gathered):
+            for channel, data in channels.items():
+                path = folder / _fingerprint_file(channel, rank)
+                path.parent.mkdir(exist_ok=True)
+                path.write_bytes(data)
 
     def wait(self) -> None:
         """Until the save in flight (asynchronous stores) is durable; raises what it failed with."""
@@ -310,6 +369,7 @@ class CheckpointStore:
             if hasattr(status, "expect_partial"):
                 status.expect_partial()  # optimizer slots are restored when they are created
         self._log(f"restored step {checkpoint.step} from {checkpoint.path}")
+        checkpoint.resume_pipes(self.rank)
         return checkpoint
 
 
@@ -336,26 +396,36 @@ class StopSignal:
         return bool(hvd.allreduce(tf.constant(int(self.requested)), op=hvd.Max, name="smtrain_stop").numpy())
 
 
-def all_positions(local: Mapping[str, PipePosition]) -> list[Mapping[str, PipePosition]]:
-    """Every rank's Pipe positions, in rank order (for rank 0's save); this rank's alone without Horovod."""
+def all_positions(local: Mapping[str, PipePosition]) -> AllPositions:
+    """Every rank's Pipe positions, in rank order (for rank 0's save); this rank's alone without
+    Horovod. For channels with a ShuffleConfig each rank's consumed fingerprints come along."""
+    mine = {c: to_bytes(f) for c, p in local.items() if (f := pipes.consumed_fingerprints(c, p.consumed)) is not None}
     hvd = running_horovod()
     if hvd is None:
-        return [dict(local)]
-    gathered = hvd.allgather_object({c: tuple(p) for c, p in local.items()})
-    return [{c: PipePosition(*p) for c, p in r.items()} for r in gathered]
+        return AllPositions([dict(local)], [mine])
+    gathered = hvd.allgather_object(({c: tuple(p) for c, p in local.items()}, mine))
+    return AllPositions([{c: PipePosition(*p) for c, p in r.items()} for r, _ in gathered], [f for _, f in gathered])
 
 
 def shared_restore(store: CheckpointStore, state: Optional[Any] = None) -> Optional[Checkpoint]:
     """Rank 0 restores; every rank gets the same checkpoint (its step, positions, extra) and, with
-    Horovod, rank 0's variables are broadcast by the caller as usual (hvd.broadcast_variables)."""
+    Horovod, rank 0's variables are broadcast by the caller as usual (hvd.broadcast_variables).
+    Each rank's consumed fingerprints of shuffled channels go to its reader (smtrain.pipes)."""
     hvd = running_horovod()
     checkpoint = store.restore(state) if hvd is None or hvd.rank() == 0 else None
     if hvd is None:
         return checkpoint
     shared = hvd.broadcast_object(checkpoint and (checkpoint.step, str(checkpoint.path),
                                                    [{c: tuple(p) for c, p in r.items()} for r in checkpoint.pipes],
-                                                   dict(checkpoint.extra)), root_rank=0)
+                                                   dict(checkpoint.extra),
+                                                   [{c: to_bytes(f) for c in r if (f := checkpoint.fingerprints(c, i))
+                                                     is not None} for i, r in enumerate(checkpoint.pipes)]),
+                                  root_rank=0)
     if shared is None:
         return None
-    step, path, pipes, extra = shared
-    return Checkpoint(step, Path(path), tuple({c: PipePosition(*p) for c, p in r.items()} for r in pipes), extra)
+    step, path, positions, extra, fingerprints = shared
+    restored = Checkpoint(step, Path(path), tuple({c: PipePosition(*p) for c, p in r.items()} for r in positions), extra)
+    if hvd.rank() != 0 and hvd.rank() < len(fingerprints):
+        for channel, data in fingerprints[hvd.rank()].items():
+            pipes.resume_from(channel, from_bytes(data))
+    return restored

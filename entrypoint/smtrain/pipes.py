@@ -17,6 +17,7 @@ Horovod every local rank gets its own). The record format comes from `$SM_PIPE_F
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import queue
 import select
@@ -24,19 +25,21 @@ import shutil
 import sys
 import threading
 import time
+from array import array
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
 from . import progress
 from .common.frameworks import running_horovod
 from .common.scratch import make_scratch_dir, shm_folder
+from .data.fingerprints import Fingerprints, fingerprint
 from .data.native import native_pipes
 from .data.records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
+from .plan.pipes import DEMUX_FOLDER
 
 __all__ = [
-    "PipeError", "RecordFormat", "channel_format", "dataset", "epoch_batches", "epochs_dataset", "equal_steps",
-    "fifo_prefix",
-    "read_epochs", "records",
+    "PipeError", "RecordFormat", "channel_format", "consumed_fingerprints", "dataset", "epoch_batches",
+    "epochs_dataset", "equal_steps", "fifo_prefix", "read_epochs", "records", "resume_from", "shuffled",
 ]
 
 Format = Union[str, RecordFormat, None]  # "tfrecord", "recordio", "lines"; None: the channel's own
@@ -154,9 +157,95 @@ def records(
     without checking or copying them (to resume an epoch at a checkpoint's Pipe position).
 
     After a restart SageMaker feeds the channel from FIFO epoch 0 again: read FIFO 0 with `skip` as
-    the rest of the checkpoint's epoch (see smtrain.checkpoints.PipePosition)."""
-    for batch in epoch_batches(channel, epoch, record_format, timeout, environ, skip):
-        yield from batch
+    the rest of the checkpoint's epoch (see smtrain.checkpoints.PipePosition). With a ShuffleConfig
+    that FIFO comes in another order: the reader then keeps the fingerprints of the records it
+    delivers (smtrain.data.fingerprints; the checkpoint stores them), and on resuming drops the
+    records whose fingerprints the restored checkpoint holds instead of the first `skip`."""
+    environ = os.environ if environ is None else environ
+    if not shuffled(channel, environ):
+        for batch in epoch_batches(channel, epoch, record_format, timeout, environ, skip):
+            yield from batch
+        return
+    journal, drop = _start_journal(channel, epoch, skip, environ)
+    count_skip = skip if journal.carried == 0 else 0
+    append = journal.fingerprints.append
+    for batch in epoch_batches(channel, epoch, record_format, timeout, environ, count_skip):
+        for record in batch:
+            key = fingerprint(record)
+            if drop is not None and drop.take(key):
+                continue
+            append(key)
+            yield record
+    if drop is not None and drop.missing:
+        sys.stderr.write(f"[smtrain.pipes] channel {channel!r}: {drop.missing} of the {drop.total} records consumed "
+                         "before the restart did not come again in this epoch (did the data change?)\n")
+
+
+class Journal:
+    """The fingerprints of the records this rank consumed of a shuffled channel's current FIFO; the
+    first `carried` are those consumed before a restart."""
+
+    def __init__(self, fifo: int, carried: "array[int]") -> None:
+        self.fifo = fifo
+        self.fingerprints = array("Q", carried)
+        self.carried = len(carried)
+
+
+_journals: dict[str, Journal] = {}
+_resumed: dict[str, "array[int]"] = {}
+
+
+def shuffled(channel: str, environ: Optional[Mapping[str, str]] = None) -> bool:
+    """Whether the channel has a ShuffleConfig ($SM_INPUT_DATA_CONFIG; a per-rank channel `C-r`
+    read as `C` counts as `C-0`)."""
+    environ = os.environ if environ is None else environ
+    try:
+        config = json.loads(environ.get("SM_INPUT_DATA_CONFIG") or "{}")
+    except ValueError:
+        return False
+    spec = config.get(channel) or config.get(f"{channel}-{environ.get('SM_LOCAL_RANK', '0')}") or {}
+    return isinstance(spec, dict) and bool(spec.get("ShuffleConfig"))
+
+
+def dealt_by_demultiplexer(channel: str, environ: Mapping[str, str]) -> bool:
+    """Whether this rank's FIFOs of `channel` are fed by the host's demultiplexer (which then drops
+    a resumed epoch's consumed records for all of the host's ranks)."""
+    return f"{os.sep}{DEMUX_FOLDER}{os.sep}" in fifo_prefix(channel, environ)
+
+
+def resume_from(channel: str, fingerprints: "array[int]") -> None:
+    """The records this rank consumed of `channel`'s interrupted epoch (smtrain.checkpoints calls
+    this on restoring): the next `records(channel, 0, skip=len(fingerprints))` drops them."""
+    _resumed[channel] = array("Q", fingerprints)
+
+
+def consumed_fingerprints(channel: str, consumed: int) -> Optional["array[int]"]:
+    """The fingerprints of the first `consumed` records of the FIFO this rank reads of a shuffled
+    `channel` (what a checkpoint stores), or None when the channel keeps none."""
+    journal = _journals.get(channel)
+    if journal is None:
+        return None
+    if consumed > len(journal.fingerprints):
+        raise ValueError(f"channel {channel!r}: a position of {consumed} consumed records, but this rank was "
+                         f"given only {len(journal.fingerprints)} of FIFO {journal.fifo}")
+    return journal.fingerprints[:consumed]
+
+
+def _start_journal(channel: str, epoch: int, skip: int, environ: Mapping[str, str]) -> tuple[Journal, Optional[Fingerprints]]:
+    """The journal of a FIFO about to be read, and what to drop from it (None: nothing)."""
+    carried = _resumed.pop(channel, None) if skip else None
+    if skip and carried is None:
+        sys.stderr.write(f"[smtrain.pipes] channel {channel!r} has a ShuffleConfig but the checkpoint holds no "
+                         f"fingerprints of its consumed records: skipping the first {skip}, which in another "
+                         "order are not the ones consumed\n")
+    elif carried is not None and len(carried) != skip:
+        sys.stderr.write(f"[smtrain.pipes] channel {channel!r}: skip={skip}, but the checkpoint holds {len(carried)} "
+                         f"consumed records; dropping those {len(carried)}\n")
+    journal = Journal(epoch, carried if carried is not None else array("Q"))
+    _journals[channel] = journal
+    if carried is None or dealt_by_demultiplexer(channel, environ):
+        return journal, None
+    return journal, Fingerprints(carried)
 
 
 def read_epochs(

@@ -53,5 +53,6 @@ def feed_every_host(cluster: Cluster, channel: dict, sources: list[Path], epochs
         (host.ml / "input" / "config" / "inputdataconfig.json").write_text(json.dumps({"train": channel}))
         data = host.ml / "input" / "data"
         data.mkdir(parents=True, exist_ok=True)
-        feeders.append(Feeder(data, {"train": channel_objects(str(source))}, {"train": None}, epochs=epochs).start())
+        seed = (channel.get("ShuffleConfig") or {}).get("Seed")  # shuffled per epoch, from FIFO 0 as SageMaker
+        feeders.append(Feeder(data, {"train": channel_objects(str(source))}, {"train": seed}, epochs=epochs).start())
     return feeders

@@ -223,31 +223,43 @@ def test_horovod_job_reading_through_pipe_mode(make_cluster, tmp_path: Path) -> 
     assert cluster.leftovers() == {}
 
 
-def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("seed", [None, 3])
+def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path: Path, seed) -> None:
     """SIGTERM to both hosts mid-epoch: every rank stops at the same step, rank 0 saves every rank's
-    position; the restarted job (fed again from FIFO epoch 0, as SageMaker does) skips exactly that."""
+    position; the restarted job (fed again from FIFO epoch 0, as SageMaker does) skips exactly that.
+    With a ShuffleConfig (seed 3) the stop comes in epoch 1, whose order FIFO 0 does not repeat: each
+    host's demultiplexer leaves out what its two ranks consumed (by fingerprint) before dealing. The
+    checkpoint folder is copied to the worker host before the restart, as SageMaker restores it to
+    every instance."""
+    import shutil
     from collections import Counter
 
+    from smtrain.data.feeder import channel_objects, epoch_order
     from smtrain.data.records import encode_tfrecord
 
     source = tmp_path / "src"
     source.mkdir()
     everything = []
-    for name in ("a", "b"):
-        records = [f"{name}/{i}".encode() for i in range(100)]
+    names = ["a", "b"] if seed is None else ["a", "b", "c", "d", "e", "f"]
+    for name in names:
+        records = [f"{name}/{i}".encode() for i in range(100 if seed is None else 40)]
         (source / name).write_bytes(b"".join(encode_tfrecord(r) for r in records))
         everything += records
+    stop_epoch = 0 if seed is None else 1
+    if seed is not None:  # the interrupted epoch's order is not FIFO 0's: a count-based skip would be wrong
+        assert epoch_order(channel_objects(str(source)), seed, 0)[0] != epoch_order(channel_objects(str(source)), seed, 1)[0]
+    channel = {"TrainingInputMode": "Pipe", **({"ShuffleConfig": {"Seed": seed}} if seed is not None else {})}
     cluster = make_cluster(2)
     for run in ("1", "2"):
         cluster.write_job({**MPI, "run": run, "epochs": 2, "horovod": "yes", "delay": 0.02},
                           program=PROGRAMS / "pipe_resume.py")
-        feeders = feed_every_host(cluster, {"TrainingInputMode": "Pipe"}, [source, source], epochs=2)
+        feeders = feed_every_host(cluster, channel, [source, source], epochs=2)
         cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SM_GRACE_PERIOD_SECONDS="30"))
         if run == "1":
             deadline = time.monotonic() + 120
-            while time.monotonic() < deadline:  # until the ranks are well into epoch 0
+            while time.monotonic() < deadline:  # until the ranks are well into the epoch to stop in
                 lines = sum(p.read_text().count("\n") for p in wait_for_files(cluster, "consumed-1-*", 0, 0))
-                if lines >= 60:
+                if lines >= 60 + stop_epoch * 2 * len(everything):
                     break
                 time.sleep(0.1)
             for host in cluster.hosts:
@@ -257,6 +269,10 @@ def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path:
         for feeder in feeders:
             feeder.stop.set()
             feeder.join(5)
+        if run == "1":
+            master_checkpoints = cluster.hosts[0].ml / "checkpoints"
+            for host in cluster.hosts[1:]:
+                shutil.copytree(master_checkpoints, host.ml / "checkpoints", dirs_exist_ok=True)
     for host in cluster.hosts:
         by_epoch: dict[int, Counter] = {}
         first_run = 0
@@ -265,10 +281,12 @@ def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path:
                 if line:
                     epoch, record = line.split()
                     by_epoch.setdefault(int(epoch), Counter())[bytes.fromhex(record)] += 1
-                    first_run += path.name.startswith("consumed-1-")
-        assert 0 < first_run < len(everything), f"{host.name}: run 1 should have stopped mid-epoch 0"
+                    first_run += path.name.startswith("consumed-1-") and int(epoch) == stop_epoch
+        assert 0 < first_run < len(everything), f"{host.name}: run 1 should have stopped mid-epoch {stop_epoch}"
         for epoch in (0, 1):
             assert by_epoch[epoch] == Counter(everything), f"{host.name} epoch {epoch}: a record lost or repeated"
+        if seed is not None:
+            assert "consumed of the interrupted epoch are left out of FIFO 0" in host.stderr()
 
 
 def test_hosts_with_different_record_counts_take_equal_steps_through_the_helper(make_cluster, tmp_path: Path) -> None:

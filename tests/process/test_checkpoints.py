@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from smtrain.checkpoints import CheckpointStore, PipePosition
-from smtrain.data.feeder import Feeder, channel_objects
+from smtrain.data.feeder import Feeder, channel_objects, epoch_order
 from smtrain.data.records import encode_tfrecord
 from tests.support import TRAIN, make_tree
 
@@ -230,6 +230,56 @@ def test_pipe_mode_job_stopped_mid_epoch_resumes_with_every_record_once(tmp_path
     both = _consumed(tree.base / "output" / "data", "consumed-*")
     for epoch in (0, 1):
         assert both[epoch] == Counter(everything), f"epoch {epoch}: a record missing or seen twice"
+
+
+SEED = 3  # epochs 0 and 1 of 6 objects start with different objects (seed 7's start alike)
+
+
+def test_shuffled_channel_resumed_mid_epoch_trains_every_record_once(tmp_path: Path) -> None:
+    """With a ShuffleConfig the restarted job's FIFO 0 carries epoch 0's order, not the interrupted
+    epoch 1's: the reader drops the records whose fingerprints the checkpoint holds (a count-based
+    skip would drop the wrong ones: the test checks the two orders differ)."""
+    names = [f"o{i}" for i in range(6)]
+    everything = _records(tmp_path / "src", names, 40)
+    objects = channel_objects(str(tmp_path / "src"))
+    assert epoch_order(objects, SEED, 0) != epoch_order(objects, SEED, 1)
+    tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "Pipe", "ShuffleConfig": {"Seed": SEED}}},
+                     program="reader.py")
+    tree.write_program("reader.py", (PROGRAMS / "pipe_resume.py").read_text())
+    data, out = tree.base / "input" / "data", tree.base / "output" / "data"
+    data.mkdir(parents=True)
+    for run in ("1", "2"):
+        tree.write_config("hyperparameters.json", {"sagemaker_program": '"reader.py"', "run": f'"{run}"',
+                                                    "epochs": "2", "delay": "0.02"})
+        feeder = Feeder(data, {"train": objects}, {"train": SEED}, epochs=2).start()  # from FIFO 0, epoch 0's order
+        proc = subprocess.Popen([TRAIN], env=tree.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if run == "1":
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and _lines(out / "consumed-1-0") < len(everything) + 50:
+                time.sleep(0.02)  # until run 1 is well into epoch 1
+            proc.send_signal(signal.SIGTERM)
+        stdout, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err.decode()[-2000:]
+        feeder.stop.set()
+        feeder.join(5)
+    first = _consumed(out, "consumed-1-*")
+    assert first[0] == Counter(everything) and 0 < sum(first[1].values()) < len(everything), "stop mid-epoch 1"
+    in_epoch_0_order = [r for o in epoch_order(objects, SEED, 0) for r in everything if r.startswith(f"{o.name}/".encode())]
+    consumed = sum(first[1].values())
+    assert Counter(in_epoch_0_order[:consumed]) != first[1], "a count-based skip would have been right: no test"
+    assert b"skipping" in stdout  # run 2 started at epoch 1 with a position
+    both = _consumed(out, "consumed-*")
+    for epoch in (0, 1):
+        assert both[epoch] == Counter(everything), f"epoch {epoch}: a record missing or seen twice"
+    checkpoint = CheckpointStore(tree.base / "checkpoints").latest()
+    assert checkpoint is not None and checkpoint.fingerprints("train", 0) is not None
+
+
+def _lines(path: Path) -> int:
+    try:
+        return path.read_bytes().count(b"\n")
+    except FileNotFoundError:
+        return 0
 
 
 KERAS_PROGRAM = """

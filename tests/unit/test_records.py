@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from smtrain.data.records import CorruptRecord, RecordFormat, RecordSplitter, encode_tfrecord
+from smtrain.data.records import CorruptRecord, RecordFormat, RecordSplitter, encode_tfrecord, payload
 from tests.record_streams import encode_stream, payloads_for
 
 def _one_byte_at_a_time(fmt: RecordFormat, stream: bytes) -> list[bytes]:
@@ -62,3 +62,14 @@ def test_byte_by_byte_truncation_is_reported(fmt: RecordFormat) -> None:
     stream = encode_stream(fmt, [b"whole", b"cut short"])[:-3]
     with pytest.raises(CorruptRecord, match="truncated"):
         _one_byte_at_a_time(fmt, stream)
+
+
+@pytest.mark.parametrize("fmt", list(RecordFormat))
+def test_payload_of_a_framed_span_is_the_record_a_reader_delivers(fmt: RecordFormat) -> None:
+    """What the demultiplexer fingerprints (smtrain.data.records.payload) is what the ranks' readers
+    deliver, multi-part RecordIO records joined."""
+    payloads = payloads_for(fmt)
+    splitter = RecordSplitter(fmt)
+    splitter.feed(encode_stream(fmt, payloads))
+    with splitter.view() as view:
+        assert [bytes(payload(fmt, view, span)) for span in splitter.frame_spans()] == payloads

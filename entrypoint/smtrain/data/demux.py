@@ -14,6 +14,11 @@ checks their CRCs. Writes block when a rank's pipe is full (back-pressure, no un
 every rank's FIFO is closed at the end of each epoch; a rank that never opens its FIFO, or dies,
 is dropped after a bounded wait instead of hanging the others.
 
+A channel with a ShuffleConfig is started with `--resume-from <checkpoint dir> --first-rank N`: after
+a restart, FIFO 0 comes in another order than the interrupted epoch, so before dealing it the
+demultiplexer leaves out the records this host's ranks consumed (their fingerprints in the newest
+complete checkpoint; smtrain.data.fingerprints), and the ranks' readers skip nothing more.
+
     python -m smtrain.data.demux --data /opt/ml/input/data --channel train --ranks 4 --format tfrecord
 """
 from __future__ import annotations
@@ -30,7 +35,8 @@ from typing import NamedTuple, Optional, Sequence
 
 from ..common.console import log, set_prefix
 from ..pipes import PipeError, open_fifo
-from .records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
+from .fingerprints import Fingerprints, fingerprint
+from .records import CorruptRecord, RecordFormat, RecordSplitter, payload, write_pieces
 
 FOLDER = ".smtrain-pipes"
 PIPE_SIZE = 1 << 20  # per rank: smooths out the dealing without holding much
@@ -91,7 +97,8 @@ def deal(spans: Sequence[Span], ranks: Sequence[int], block: int) -> dict[int, l
 
 
 def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_wait_s: float,
-                source_wait_s: float) -> EpochResult:
+                source_wait_s: float, drop: Optional[Fingerprints] = None) -> EpochResult:
+    """Deal one epoch; `drop`: records to leave out (a resumed shuffled epoch's consumed ones)."""
     deadline = time.monotonic() + rank_wait_s
     fds: list[Optional[int]] = [_open_target(t, deadline) for t in targets]
     counts = [0] * len(targets)
@@ -111,19 +118,46 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
     block = 0
     left_over = 0
 
+    def write(rank: int, pieces: list) -> None:
+        try:
+            write_pieces(fds[rank], pieces)  # type: ignore[arg-type]
+        except BrokenPipeError:
+            log(f"{targets[rank].name}: rank {rank} went away; dropping it")
+            os.close(fds[rank])  # type: ignore[arg-type]
+            fds[rank] = None
+            live.remove(rank)
+
     def send(found: Sequence[Span], block: int) -> None:
         with splitter.view() as view:
             for rank, spans in deal(found, list(live), block).items():
                 counts[rank] += block * len(spans)
-                try:
-                    write_spans(fds[rank], view, spans)  # type: ignore[arg-type]
-                except BrokenPipeError:
-                    log(f"{targets[rank].name}: rank {rank} went away; dropping it")
-                    os.close(fds[rank])  # type: ignore[arg-type]
-                    fds[rank] = None
-                    live.remove(rank)
+                write(rank, [view[a:b] for a, b in spans])
+
+    def send_kept(found: Sequence[Span], carry: list[bytes]) -> list[bytes]:
+        """The records of `found` not in `drop`, after `carry`, dealt one by one in whole rounds;
+        the rest of the last round comes back as copies (spans do not outlive the next read)."""
+        assert drop is not None
+        with splitter.view() as view:
+            pieces = carry + [view[a:b] for a, b in found if not drop.take(fingerprint(payload(fmt, view, (a, b))))]
+            ranks = list(live)
+            whole = len(pieces) - len(pieces) % len(ranks)
+            for i, rank in enumerate(ranks):
+                counts[rank] += len(pieces[i:whole:len(ranks)])
+                write(rank, pieces[i:whole:len(ranks)])
+            rest = [bytes(p) for p in pieces[whole:]]
+            del pieces  # no slice of the buffer may outlive the view
+        return rest
 
     try:
+        if drop is not None:  # a resumed shuffled epoch: no rewinding (each record is judged once)
+            carry: list[bytes] = []
+            while live and splitter.fill_from(src):
+                carry = send_kept(splitter.frame_spans(), carry)
+                if splitter.failed:
+                    break
+            left_over = len(send_kept(splitter.frame_spans(), carry)) if live else 0
+            splitter.finish()
+            return EpochResult(tuple(counts), tuple(r for r, fd in enumerate(fds) if fd is None), left_over)
         while live and splitter.fill_from(src):
             found = splitter.frame_spans()
             if not found:
@@ -149,7 +183,8 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
         if live:
             with splitter.view() as view:
                 try:
-                    write_spans(fds[live[0]], view, [splitter.leftover_span()])  # type: ignore[arg-type]
+                    start, stop = splitter.leftover_span()
+                    write_pieces(fds[live[0]], [view[start:stop]])  # type: ignore[arg-type]
                 except BrokenPipeError:
                     pass
     finally:
@@ -160,8 +195,26 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
     return EpochResult(tuple(counts), tuple(r for r, fd in enumerate(fds) if fd is None), left_over)
 
 
+def consumed_before_restart(checkpoint_dir: Path, channel: str, ranks: range) -> Optional[Fingerprints]:
+    """The records this host's ranks consumed of `channel`'s interrupted epoch, from the newest
+    complete checkpoint (the one CheckpointStore.restore gives the program); None without one."""
+    from ..checkpoints import CheckpointStore  # only for shuffled channels
+
+    checkpoint = CheckpointStore(checkpoint_dir, log=log).latest()
+    if checkpoint is None:
+        return None
+    found = [f for rank in ranks if (f := checkpoint.fingerprints(channel, rank)) is not None]
+    if not found:
+        return None
+    drop = Fingerprints(itertools.chain.from_iterable(found))
+    log(f"{channel}: resuming from {checkpoint.path.name}: the {drop.total} records ranks {ranks.start}-"
+        f"{ranks.stop - 1} consumed of the interrupted epoch are left out of FIFO 0")
+    return drop
+
+
 def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s: float,
-        source_wait_s: float, epochs: Optional[int] = None) -> None:
+        source_wait_s: float, epochs: Optional[int] = None, drop: Optional[Fingerprints] = None) -> None:
+    """Deal epoch after epoch; `drop` applies to the first (FIFO 0: a restarted job's resumed epoch)."""
     (data_dir / FOLDER).mkdir(parents=True, exist_ok=True)
     for epoch in itertools.count() if epochs is None else range(epochs):
         targets = [Path(f"{rank_prefix(data_dir, channel, r)}_{epoch}") for r in range(ranks)]
@@ -169,13 +222,18 @@ def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s
             t.unlink(missing_ok=True)
             os.mkfifo(t)
         try:
-            result = demux_epoch(data_dir / f"{channel}_{epoch}", targets, fmt, rank_wait_s, source_wait_s)
+            result = demux_epoch(data_dir / f"{channel}_{epoch}", targets, fmt, rank_wait_s, source_wait_s,
+                                 drop if epoch == 0 else None)
         finally:
             for t in targets:
                 t.unlink(missing_ok=True)
         log(f"{channel} epoch {epoch}: dealt {sum(result.records)} records as {list(result.records)}"
             + (f"; {result.left_over} left over at the end (fewer than one per rank) were not dealt"
-               if result.left_over else ""))
+               if result.left_over else "")
+            + (f"; left out {drop.dropped} consumed before the restart" if drop is not None and epoch == 0 else ""))
+        if drop is not None and epoch == 0 and drop.missing:
+            log(f"{channel}: {drop.missing} of the {drop.total} records consumed before the restart did not come "
+                "again in FIFO 0 (did the data change?)")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -188,11 +246,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--epochs", type=int, default=None, help="default: until stopped")
     parser.add_argument("--rank-wait", type=float, default=300.0, help="seconds a rank gets to open its FIFO")
     parser.add_argument("--source-wait", type=float, default=7 * 24 * 3600.0)
+    parser.add_argument("--resume-from", type=Path, default=None,
+                        help="checkpoint folder: leave out what this host's ranks consumed before a restart")
+    parser.add_argument("--first-rank", type=int, default=0, help="the global rank of this host's local rank 0")
     args = parser.parse_args(argv)
     set_prefix(f"[demux {args.channel}] ")
     try:
+        drop = None
+        if args.resume_from is not None:
+            drop = consumed_before_restart(args.resume_from, args.channel,
+                                           range(args.first_rank, args.first_rank + args.ranks))
         run(args.data, args.channel, args.ranks, RecordFormat.parse(args.format), args.rank_wait, args.source_wait,
-            args.epochs)
+            args.epochs, drop)
     except (PipeError, ValueError) as e:
         log(f"error: {e}")
         return 1

@@ -287,14 +287,34 @@ def _mask(crc: int) -> int:
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
+def payload(fmt: RecordFormat, view: memoryview, span: tuple[int, int]) -> bytes | memoryview:
+    """The record a reader delivers for the framed record at `span` of `view` (from `frame_spans`)."""
+    start, stop = span
+    if fmt is RecordFormat.TFRECORD:
+        return view[start + 12 : stop - 4]
+    if fmt is RecordFormat.LINES:
+        return view[start : stop - 1] if view[stop - 1] == 0x0A else view[start:stop]
+    parts = []
+    while start < stop:  # RecordIO: one part, or parts joined by the magic
+        length = _U32.unpack_from(view, start + 4)[0] & _LENGTH_MASK
+        parts.append(view[start + 8 : start + 8 + length])
+        start += 8 + length + (-length) % 4
+    return parts[0] if len(parts) == 1 else _RECORDIO_MAGIC_BYTES.join(parts)
+
+
 def write_spans(fd: int, view: memoryview, spans: list[tuple[int, int]]) -> None:
     """Write the records at `spans` of `view` to `fd` without copying them (writev, every byte)."""
-    for i in range(0, len(spans), IOV_MAX):
-        pieces = [view[a:b] for a, b in spans[i : i + IOV_MAX]]
-        while pieces:
-            written = os.writev(fd, pieces)
-            while pieces and written >= len(pieces[0]):
-                written -= len(pieces[0])
-                pieces.pop(0)
-            if pieces and written:
-                pieces[0] = pieces[0][written:]
+    write_pieces(fd, [view[a:b] for a, b in spans])
+
+
+def write_pieces(fd: int, pieces: list) -> None:
+    """Write the buffers `pieces` to `fd` in order (writev, every byte)."""
+    for i in range(0, len(pieces), IOV_MAX):
+        batch = pieces[i : i + IOV_MAX]
+        while batch:
+            written = os.writev(fd, batch)
+            while batch and written >= len(batch[0]):
+                written -= len(batch[0])
+                batch.pop(0)
+            if batch and written:
+                batch[0] = batch[0][written:]

@@ -187,10 +187,22 @@ def plan_pipes(config: TrainingConfig, ranks_per_host: int, mpi: bool) -> tuple[
     return assign_pipes(channels, config.paths.input_data_dir, ranks_per_host, mpi)
 
 
-def demux_commands(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, python: str) -> tuple[tuple[str, ...], ...]:
+class DemuxResume(NamedTuple):
+    """Where a demultiplexer of a shuffled channel finds what this host's ranks consumed before a
+    restart: the newest checkpoint in `checkpoint_dir`, ranks `first_rank` on (mpirun's by-slot order)."""
+
+    checkpoint_dir: Path
+    first_rank: int
+    shuffled: frozenset[str]  # the channels with a ShuffleConfig
+
+
+def demux_commands(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, python: str,
+                   resume: Optional[DemuxResume] = None) -> tuple[tuple[str, ...], ...]:
     return tuple(
         (python, "-m", "smtrain.data.demux", "--data", str(data_dir), "--channel", a.channel,
-         "--ranks", str(ranks), "--format", a.record_format.value)
+         "--ranks", str(ranks), "--format", a.record_format.value,
+         *(("--resume-from", str(resume.checkpoint_dir), "--first-rank", str(resume.first_rank))
+           if resume is not None and a.channel in resume.shuffled else ()))
         for a in pipes
         if a.mode is PipeMode.DEMUX
     )
@@ -230,6 +242,12 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
     mpi = _mpi_plan(config, facts, role) if role is not Role.SINGLE and config.mpi.enabled else None
     ranks_per_host = mpi.layout.processes_per_host if mpi else 1
     pipes = plan_pipes(config, ranks_per_host, mpi is not None)
+    resume = DemuxResume(
+        config.checkpoint_dir,
+        mpi.layout.hosts.index(config.resources.current_host) * ranks_per_host
+        if mpi and config.resources.current_host in mpi.layout.hosts else 0,
+        frozenset(c.name for c in config.channels if c.shuffle_seed is not None),
+    )
     strategy = _strategy_plan(config, python, pipes) if role is not Role.SINGLE and mpi is None else None
     process_env = process_env_vars(config)
     env_set = {
@@ -282,7 +300,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         mpi=mpi,
         strategy=strategy,
         pipes=pipes,
-        demux=demux_commands(pipes, config.paths.input_data_dir, ranks_per_host, python),
+        demux=demux_commands(pipes, config.paths.input_data_dir, ranks_per_host, python, resume),
         monitor=monitor_command(config, python),
     )
 
