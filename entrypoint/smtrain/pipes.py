@@ -167,15 +167,22 @@ def records(
             yield from batch
         return
     journal, drop = _start_journal(channel, epoch, skip, environ)
-    count_skip = skip if journal.carried == 0 else 0
+    # Without fingerprints to resume from, the first `skip` count as consumed: kept, not delivered.
+    by_count = skip if journal.carried == 0 else 0
     append = journal.fingerprints.append
-    for batch in epoch_batches(channel, epoch, record_format, timeout, environ, count_skip):
+    for batch in epoch_batches(channel, epoch, record_format, timeout, environ):
         for record in batch:
             key = fingerprint(record)
             if drop is not None and drop.take(key):
                 continue
             append(key)
+            if by_count:
+                by_count -= 1
+                continue
             yield record
+    if by_count:
+        raise PipeError(f"channel {channel!r} epoch {epoch}: the epoch ended {by_count} records before the position "
+                        "to resume from")
     if drop is not None and drop.missing:
         sys.stderr.write(f"[smtrain.pipes] channel {channel!r}: {drop.missing} of the {drop.total} records consumed "
                          "before the restart did not come again in this epoch (did the data change?)\n")
@@ -225,9 +232,10 @@ def consumed_fingerprints(channel: str, consumed: int) -> Optional["array[int]"]
     journal = _journals.get(channel)
     if journal is None:
         return None
-    if consumed > len(journal.fingerprints):
-        raise ValueError(f"channel {channel!r}: a position of {consumed} consumed records, but this rank was "
-                         f"given only {len(journal.fingerprints)} of FIFO {journal.fifo}")
+    if consumed > len(journal.fingerprints):  # a position that is not this reader's: keep what is known
+        sys.stderr.write(f"[smtrain.pipes] channel {channel!r}: a position of {consumed} consumed records, but "
+                         f"this rank read {len(journal.fingerprints)} of FIFO {journal.fifo}; the checkpoint "
+                         "keeps those\n")
     return journal.fingerprints[:consumed]
 
 

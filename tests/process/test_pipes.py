@@ -348,3 +348,43 @@ def test_uneven_records_never_leave_a_horovod_rank_waiting(tmp_path: Path) -> No
     out = tree.base / "output" / "data"
     assert [(out / f"steps-{r}").read_text() for r in (0, 1)] == ["1", "1"]
     assert "dealt 30 records as [15, 15]; 1 left over at the end" in done.stderr.decode()
+
+
+SHUFFLED = '{"train": {"TrainingInputMode": "Pipe", "ShuffleConfig": {"Seed": 3}}}'
+
+
+def test_a_shuffled_channel_keeps_the_fingerprints_of_what_it_delivered_and_of_a_count_skip(tmp_path: Path) -> None:
+    """The reader's journal (what a checkpoint stores): every delivered record's fingerprint in order;
+    a skip without fingerprints to resume from (a checkpoint of an older version) counts the first
+    records as consumed, so the next checkpoint still names every consumed record."""
+    from smtrain.data.fingerprints import fingerprint
+
+    records = _write_objects(tmp_path / "src", ["a"], 30)
+    data = tmp_path / "data"
+    data.mkdir()
+    Feeder(data, {"train": channel_objects(str(tmp_path / "src"))}, {"train": None}, epochs=3).start()
+    env = {**_env(data, "train"), "SM_INPUT_DATA_CONFIG": SHUFFLED}
+    assert pipes.shuffled("train", env) and not pipes.shuffled("train", _env(data, "train"))
+    assert list(pipes.records("train", 0, environ=env, timeout=10)) == records
+    assert list(pipes.consumed_fingerprints("train", 30)) == [fingerprint(r) for r in records]
+    assert list(pipes.records("train", 1, environ=env, timeout=10, skip=10)) == records[10:]
+    assert list(pipes.consumed_fingerprints("train", 12)) == [fingerprint(r) for r in records[:12]]
+    with pytest.raises(pipes.PipeError, match="the epoch ended 5 records before the position to resume from"):
+        list(pipes.records("train", 2, environ=env, timeout=10, skip=35))
+
+
+def test_a_resumed_shuffled_channel_drops_the_restored_fingerprints_in_any_order(tmp_path: Path) -> None:
+    from smtrain.data.fingerprints import fingerprint
+
+    records = _write_objects(tmp_path / "src", ["a"], 30)
+    data = tmp_path / "data"
+    data.mkdir()
+    Feeder(data, {"train": channel_objects(str(tmp_path / "src"))}, {"train": None}, epochs=1).start()
+    env = {**_env(data, "train"), "SM_INPUT_DATA_CONFIG": SHUFFLED}
+    consumed = [records[i] for i in (29, 3, 17, 4)]  # consumed before the restart, in another order
+    from array import array
+    pipes.resume_from("train", array("Q", [fingerprint(r) for r in consumed]))
+    rest = list(pipes.records("train", 0, environ=env, timeout=10, skip=4))
+    assert rest == [r for r in records if r not in consumed]
+    journal = list(pipes.consumed_fingerprints("train", 4 + 2))  # the next checkpoint: old ones, then new
+    assert journal == [fingerprint(r) for r in consumed + rest[:2]]
