@@ -3,13 +3,15 @@
   cat              `cat FIFO > /dev/null` of the same bytes: the pipe's limit
   reader           smtrain.pipes.records (CRCs checked), counting records
   reader shuffled  the same for a channel with a ShuffleConfig: it also keeps each record's 64-bit
-                   fingerprint (what a checkpoint stores to resume the epoch exactly once)
+                   fingerprint (what a checkpoint stores to resume the epoch exactly once); the
+                   fingerprint's own cost per record is timed apart (fingerprints.fingerprint on the
+                   records' payloads: the difference of two stream timings is below this VM's noise)
   native dataset   smtrain.pipes.dataset (tf.data, smtrain's native op) iterated in batches of 256
   python dataset   the same through the Python fallback (SMTRAIN_NATIVE_PIPES=0)
   TFRecordDataset  tf.data.TFRecordDataset on a regular (cached) file, iterated in batches of 256
   demux P=n        feeder -> demultiplexer -> n reader processes; total, against one reader
 
-    /opt/smtrain/venv/bin/python benchmarks/bench_pipes.py [--mb 512] [--repeat 3]
+    /opt/smtrain/venv/bin/python benchmarks/bench_pipes.py [--mb 512] [--repeat 5]
 
 Each figure is the median of --repeat runs (this VM's throughput varies by up to 2x between runs).
 """
@@ -32,12 +34,13 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from smtrain import pipes  # noqa: E402
 from smtrain.data.demux import demux_epoch  # noqa: E402
 from smtrain.data.feeder import Feeder  # noqa: E402
-from smtrain.data.fingerprints import to_bytes  # noqa: E402
+from smtrain.data.fingerprints import fingerprint, to_bytes  # noqa: E402
 from smtrain.data.records import RecordFormat, encode_tfrecord  # noqa: E402
 
 READER = """
 import sys, time
 from smtrain import pipes
+print("ready", flush=True)
 n = sum(1 for _ in pipes.records("c", 0, environ={"SM_PIPE_C": sys.argv[1], "SM_PIPE_FORMAT_C": "tfrecord"}))
 print(n)
 """
@@ -99,6 +102,18 @@ def time_reader_dataset(data: Path, source: Path, count: int, native: bool) -> f
     return elapsed
 
 
+def fingerprint_seconds(record_size: int, count: int = 2000) -> float:
+    """Seconds to fingerprint one record's payload (the median of five passes over `count` records)."""
+    payloads = [os.urandom(record_size) for _ in range(16)]
+    passes = []
+    for _ in range(5):
+        start = time.perf_counter()
+        for i in range(count):
+            fingerprint(payloads[i % 16])
+        passes.append((time.perf_counter() - start) / count)
+    return statistics.median(passes)
+
+
 def time_tfrecorddataset(source: Path, count: int) -> float:
     import tensorflow as tf
 
@@ -115,8 +130,10 @@ def time_demux(data: Path, source: Path, ranks: int, count: int) -> float:
         t.unlink(missing_ok=True)
         os.mkfifo(t)
     feeder = fed(data, source)
-    readers = [subprocess.Popen([sys.executable, "-c", READER, str(data / f"r{r}")], stdout=subprocess.PIPE)
+    readers = [subprocess.Popen([sys.executable, "-c", READER, str(data / f"r{r}")], stdout=subprocess.PIPE, text=True)
                for r in range(ranks)]
+    for p in readers:  # started and imported before the clock starts, as the one reader's process was
+        assert p.stdout is not None and p.stdout.readline() == "ready\n"
     start = time.perf_counter()
     result = demux_epoch(data / "c_0", targets, RecordFormat.TFRECORD, rank_wait_s=30, source_wait_s=30)
     got = sum(int(p.communicate()[0]) for p in readers)
@@ -129,7 +146,7 @@ def time_demux(data: Path, source: Path, ranks: int, count: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=int, default=512, help="stream size for 100-KiB records (100-byte: a fifth)")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     import tensorflow as tf
 
@@ -168,7 +185,7 @@ def main() -> None:
                       f"{times['cat'] / seconds:>8.2f}{times['TFRecordDataset'] / seconds:>20.2f}")
             tag = "100KiB" if size > 100 else "100B"
             figures[f"reader_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["reader"]
-            figures[f"fingerprint_us_per_record_{tag}"] = (times["reader shuffled"] - times["reader"]) / count * 1e6
+            figures[f"fingerprint_us_per_record_{tag}"] = fingerprint_seconds(size) * 1e6
             figures[f"dataset_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["native dataset"]
             figures[f"python_dataset_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["python dataset"]
             figures[f"demux_p2_vs_reader_{tag}"] = times["reader"] / times["demux P=2"]

@@ -5,7 +5,7 @@ the interrupted epoch's, so "skip the first n records" would skip the wrong ones
 checkpoint keeps the fingerprints of the records each rank consumed in its current epoch (8 bytes a
 record), and after the restart the reader - or, where the host's demultiplexer deals the channel,
 the demultiplexer for all of the host's ranks at once - drops exactly those, in whatever order they
-come. XXH3-64 (the `xxhash` package: about 0.2 us for 100 bytes and 8 us for 100 KiB here); two
+come. XXH3-64 (the `xxhash` package: about 0.5 us a call for 100 bytes and 5 us for 100 KiB here); two
 different records share a fingerprint with probability 2^-64, and a record that occurs twice in an
 epoch is dropped as often as it was consumed (a multiset).
 """
