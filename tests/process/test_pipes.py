@@ -263,6 +263,21 @@ def test_demultiplexer_deals_equal_counts_and_reports_the_rest(tmp_path: Path, f
     assert got[0] == records[0:15] and got[1] == records[15:30]  # the last round in equal blocks, one left over
 
 
+def test_demultiplexer_deals_a_last_line_without_a_newline_like_the_readers(tmp_path: Path) -> None:
+    """The readers take a last line without a newline as a record; dealt, it must not be lost."""
+    records = _write_objects(tmp_path / "src", ["o"], 8, RecordFormat.LINES)
+    obj = tmp_path / "src" / "o"
+    obj.write_bytes(obj.read_bytes()[:-1])
+    data, targets = _demux_fixture(tmp_path, obj)
+    got: list[list[bytes]] = [[], []]
+    readers = [_rank_reader(data, rank, got[rank], RecordFormat.LINES) for rank in (0, 1)]
+    result = demux_epoch(data / "c_0", targets, RecordFormat.LINES, rank_wait_s=5.0, source_wait_s=10)
+    for reader in readers:
+        reader.join(10)
+    assert result.records == (4, 4) and result.left_over == 0
+    assert sorted(got[0] + got[1]) == sorted(records) and records[-1] in got[0] + got[1]
+
+
 def test_demultiplexer_survives_a_rank_that_goes_away(tmp_path: Path) -> None:
     _write_objects(tmp_path / "src", ["o"], 4000)
     data, targets = _demux_fixture(tmp_path, tmp_path / "src" / "o")

@@ -155,6 +155,7 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
                 carry = send_kept(splitter.frame_spans(), carry)
                 if splitter.failed:
                     break
+            splitter.end_last_line()
             left_over = len(send_kept(splitter.frame_spans(), carry)) if live else 0
             splitter.finish()
             return EpochResult(tuple(counts), tuple(r for r, fd in enumerate(fds) if fd is None), left_over)
@@ -170,6 +171,7 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
                 send(found[:whole], block)
             if splitter.failed:  # no more whole records will come: the rest goes to a rank below
                 break
+        splitter.end_last_line()
         rest = splitter.frame_spans() if live else []
         share = len(rest) // len(live) if live else 0
         if share:  # the last round: equal blocks of what is left

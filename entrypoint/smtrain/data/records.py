@@ -268,6 +268,12 @@ class RecordSplitter:
         """(start, stop) in `view()` of the bytes not yet taken as records."""
         return self._start, self._end
 
+    def end_last_line(self) -> None:
+        """At the end of a LINES stream: a last line without a newline gets one, so that it is framed
+        like the others (every reader takes it as a record either way, without the newline)."""
+        if self.format is RecordFormat.LINES and self.buffered() and self._buffer[self._end - 1] != 0x0A:
+            self.feed(b"\n")
+
     def finish(self) -> Optional[bytes]:
         """At the end of the stream. For LINES, a last line without a newline is returned as a record;
         for the framed formats anything left over is a truncated record."""
