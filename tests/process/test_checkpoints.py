@@ -150,7 +150,7 @@ from smtrain.checkpoints import CheckpointStore, StopSignal
 stop = StopSignal()
 variable = tf.Variable(0.0)
 state = tf.train.Checkpoint(v=variable)
-manager = CheckpointStore(keep=2)
+manager = CheckpointStore(keep=2, asynchronous=ASYNCHRONOUS)
 restored = manager.restore(state)
 step = restored.step if restored else 0
 print(f"start step={step} v={variable.numpy()}", flush=True)
@@ -158,6 +158,8 @@ while step < 40:
     step += 1
     variable.assign_add(1.0)
     time.sleep(0.05)
+    if step % 4 == 0:
+        manager.save(step, state)  # asynchronous: may still be writing when SIGTERM comes
     if stop.requested:
         manager.save(step, state)
         print(f"stopped step={step}", flush=True)
@@ -167,9 +169,12 @@ print(f"done step={step} v={variable.numpy()}", flush=True)
 """
 
 
-def test_sigterm_saves_a_final_checkpoint_and_the_restart_resumes_there(tmp_path: Path) -> None:
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_sigterm_saves_a_final_checkpoint_and_the_restart_resumes_there(tmp_path: Path, asynchronous: bool) -> None:
+    """Also with asynchronous saves: the final save (queued behind one still in flight) is whole
+    and durable once the program has exited, inside the grace period."""
     tree = make_tree(tmp_path / "ml")
-    tree.write_program("train.py", SIGTERM_PROGRAM)
+    tree.write_program("train.py", SIGTERM_PROGRAM.replace("ASYNCHRONOUS", str(asynchronous)))
     env = tree.env(SM_GRACE_PERIOD_SECONDS="20")
     first = subprocess.Popen([TRAIN], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert first.stdout is not None
