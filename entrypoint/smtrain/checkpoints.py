@@ -91,6 +91,18 @@ def _fingerprint_file(channel: str, rank: int) -> str:
     return f"{_PIPES_FOLDER}/{channel}.rank{rank}.fp"
 
 
+def _own_fingerprints(local: Mapping[str, PipePosition]) -> dict[str, bytes]:
+    """This rank's consumed fingerprints of its shuffled channels at `local` (from its reader)."""
+    return {c: to_bytes(f) for c, p in local.items() if (f := pipes.consumed_fingerprints(c, p.consumed)) is not None}
+
+
+def _resume_pipes(consumed: Mapping[str, "array[int]"]) -> None:
+    """Hand consumed fingerprints to smtrain.pipes, whose next read of each such channel's FIFO 0
+    drops those records (see smtrain.pipes.records)."""
+    for channel, fingerprints in consumed.items():
+        pipes.resume_from(channel, fingerprints)
+
+
 class Checkpoint(NamedTuple):
     step: int
     path: Path
@@ -111,16 +123,10 @@ class Checkpoint(NamedTuple):
         except FileNotFoundError:
             return None
 
-    def resume_pipes(self, rank: int) -> None:
-        """Hand rank `rank`'s consumed fingerprints to smtrain.pipes, whose next read of each such
-        channel's FIFO 0 drops those records (see smtrain.pipes.records)."""
-        for channel in self.position_channels(rank):
-            fingerprints = self.fingerprints(channel, rank)
-            if fingerprints is not None:
-                pipes.resume_from(channel, fingerprints)
-
-    def position_channels(self, rank: int) -> list[str]:
-        return sorted(self.pipes[rank]) if rank < len(self.pipes) else []
+    def consumed(self, rank: int) -> dict[str, "array[int]"]:
+        """Rank `rank`'s consumed fingerprints, by shuffled channel (the other channels have none)."""
+        channels = sorted(self.pipes[rank]) if rank < len(self.pipes) else []
+        return {c: f for c in channels if (f := self.fingerprints(c, rank)) is not None}
 
     @property
     def state_prefix(self) -> str:
@@ -234,9 +240,7 @@ class CheckpointStore:
         own positions (index 0) from its reader."""
         gathered = getattr(pipe_positions, "fingerprints", None)
         if gathered is None:
-            own = pipe_positions[0] if pipe_positions else {}
-            local = {c: pipes.consumed_fingerprints(c, p.consumed) for c, p in own.items()}
-            gathered = [{c: to_bytes(f) for c, f in local.items() if f is not None}]
+            gathered = [_own_fingerprints(pipe_positions[0] if pipe_positions else {})]
         for rank, channels in enumerate(gathered):
             for channel, data in channels.items():
                 path = folder / _fingerprint_file(channel, rank)
@@ -369,7 +373,7 @@ class CheckpointStore:
             if hasattr(status, "expect_partial"):
                 status.expect_partial()  # optimizer slots are restored when they are created
         self._log(f"restored step {checkpoint.step} from {checkpoint.path}")
-        checkpoint.resume_pipes(self.rank)
+        _resume_pipes(checkpoint.consumed(self.rank))
         return checkpoint
 
 
@@ -399,7 +403,7 @@ class StopSignal:
 def all_positions(local: Mapping[str, PipePosition]) -> AllPositions:
     """Every rank's Pipe positions, in rank order (for rank 0's save); this rank's alone without
     Horovod. For channels with a ShuffleConfig each rank's consumed fingerprints come along."""
-    mine = {c: to_bytes(f) for c, p in local.items() if (f := pipes.consumed_fingerprints(c, p.consumed)) is not None}
+    mine = _own_fingerprints(local)
     hvd = running_horovod()
     if hvd is None:
         return AllPositions([dict(local)], [mine])
@@ -418,14 +422,12 @@ def shared_restore(store: CheckpointStore, state: Optional[Any] = None) -> Optio
     shared = hvd.broadcast_object(checkpoint and (checkpoint.step, str(checkpoint.path),
                                                    [{c: tuple(p) for c, p in r.items()} for r in checkpoint.pipes],
                                                    dict(checkpoint.extra),
-                                                   [{c: to_bytes(f) for c in r if (f := checkpoint.fingerprints(c, i))
-                                                     is not None} for i, r in enumerate(checkpoint.pipes)]),
+                                                   [checkpoint.consumed(r) for r in range(len(checkpoint.pipes))]),
                                   root_rank=0)
     if shared is None:
         return None
-    step, path, positions, extra, fingerprints = shared
+    step, path, positions, extra, consumed = shared
     restored = Checkpoint(step, Path(path), tuple({c: PipePosition(*p) for c, p in r.items()} for r in positions), extra)
-    if hvd.rank() != 0 and hvd.rank() < len(fingerprints):
-        for channel, data in fingerprints[hvd.rank()].items():
-            pipes.resume_from(channel, from_bytes(data))
+    if hvd.rank() != 0 and hvd.rank() < len(consumed):  # rank 0's own restore handed it its own
+        _resume_pipes(consumed[hvd.rank()])
     return restored

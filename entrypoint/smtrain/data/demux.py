@@ -36,7 +36,7 @@ from typing import NamedTuple, Optional, Sequence
 from ..common.console import log, set_prefix
 from ..pipes import PipeError, open_fifo
 from .fingerprints import Fingerprints, fingerprint
-from .records import CorruptRecord, RecordFormat, RecordSplitter, payload, write_pieces
+from .records import CorruptRecord, RecordFormat, RecordSplitter, payload, write_pieces, write_spans
 
 FOLDER = ".smtrain-pipes"
 PIPE_SIZE = 1 << 20  # per rank: smooths out the dealing without holding much
@@ -157,26 +157,25 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
                     break
             splitter.end_last_line()
             left_over = len(send_kept(splitter.frame_spans(), carry)) if live else 0
-            splitter.finish()
-            return EpochResult(tuple(counts), tuple(r for r, fd in enumerate(fds) if fd is None), left_over)
-        while live and splitter.fill_from(src):
-            found = splitter.frame_spans()
-            if not found:
-                continue
-            block = block or block_for(found[0][1] - found[0][0])
-            whole = len(found) - len(found) % (block * len(live))  # whole rounds only
-            if whole < len(found):
-                splitter.rewind(found[whole][0])  # an unfinished round waits for more records
-            if whole:
-                send(found[:whole], block)
-            if splitter.failed:  # no more whole records will come: the rest goes to a rank below
-                break
-        splitter.end_last_line()
-        rest = splitter.frame_spans() if live else []
-        share = len(rest) // len(live) if live else 0
-        if share:  # the last round: equal blocks of what is left
-            send(rest[:share * len(live)], share)
-        left_over = len(rest) - share * len(live) if live else len(rest)
+        else:
+            while live and splitter.fill_from(src):
+                found = splitter.frame_spans()
+                if not found:
+                    continue
+                block = block or block_for(found[0][1] - found[0][0])
+                whole = len(found) - len(found) % (block * len(live))  # whole rounds only
+                if whole < len(found):
+                    splitter.rewind(found[whole][0])  # an unfinished round waits for more records
+                if whole:
+                    send(found[:whole], block)
+                if splitter.failed:  # no more whole records will come: the rest goes to a rank below
+                    break
+            splitter.end_last_line()
+            rest = splitter.frame_spans() if live else []
+            share = len(rest) // len(live) if live else 0
+            if share:  # the last round: equal blocks of what is left
+                send(rest[:share * len(live)], share)
+            left_over = len(rest) - share * len(live) if live else len(rest)
         splitter.finish()
     except CorruptRecord as e:
         # The ranks must not take a cut-short epoch for a whole one: the next rank gets the bad bytes,
@@ -185,8 +184,7 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
         if live:
             with splitter.view() as view:
                 try:
-                    start, stop = splitter.leftover_span()
-                    write_pieces(fds[live[0]], [view[start:stop]])  # type: ignore[arg-type]
+                    write_spans(fds[live[0]], view, [splitter.leftover_span()])  # type: ignore[arg-type]
                 except BrokenPipeError:
                     pass
     finally:

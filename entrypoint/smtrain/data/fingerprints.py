@@ -11,6 +11,7 @@ epoch is dropped as often as it was consumed (a multiset).
 """
 from __future__ import annotations
 
+import sys
 from array import array
 from collections import Counter
 from typing import Iterable, Union
@@ -47,8 +48,6 @@ def from_bytes(data: bytes) -> "array[int]":
 
 
 def _little_endian() -> bool:
-    import sys
-
     return sys.byteorder == "little"
 
 
