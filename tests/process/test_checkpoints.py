@@ -10,13 +10,14 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Callable, Optional
 
 import pytest
 
 from smtrain.checkpoints import CheckpointStore, PipePosition
 from smtrain.data.feeder import Feeder, channel_objects, epoch_order
 from smtrain.data.records import encode_tfrecord
-from tests.support import TRAIN, make_tree
+from tests.support import TRAIN, Tree, make_tree
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
 
@@ -212,24 +213,33 @@ def _consumed(out: Path, pattern: str) -> dict[int, Counter]:
     return by_epoch
 
 
-def test_pipe_mode_job_stopped_mid_epoch_resumes_with_every_record_once(tmp_path: Path) -> None:
-    everything = _records(tmp_path / "src", ["a", "b"], 150)
-    tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "Pipe"}}, program="reader.py")
+def _stopped_and_restarted(tree: Tree, objects: list[Path], seed: Optional[int], hyperparameters: dict[str, str],
+                           until_stop: Callable[[], None]) -> bytes:
+    """Run pipe_resume.py under `train` twice over 2 epochs fed from FIFO 0 (as SageMaker after a
+    restart): SIGTERM to run 1 once `until_stop` returns; returns run 2's stdout."""
     tree.write_program("reader.py", (PROGRAMS / "pipe_resume.py").read_text())
     data = tree.base / "input" / "data"
     data.mkdir(parents=True)
     for run in ("1", "2"):
         tree.write_config("hyperparameters.json", {"sagemaker_program": '"reader.py"', "run": f'"{run}"',
-                                                    "epochs": "2"})
-        feeder = Feeder(data, {"train": channel_objects(str(tmp_path / "src"))}, {"train": None}, epochs=2).start()
+                                                    "epochs": "2", **hyperparameters})
+        feeder = Feeder(data, {"train": objects}, {"train": seed}, epochs=2).start()
         proc = subprocess.Popen([TRAIN], env=tree.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         if run == "1":
-            time.sleep(2.0)  # ~150 of the 300 records of epoch 0
+            until_stop()
             proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err.decode()[-2000:]
         feeder.stop.set()
         feeder.join(5)
+    return out
+
+
+def test_pipe_mode_job_stopped_mid_epoch_resumes_with_every_record_once(tmp_path: Path) -> None:
+    everything = _records(tmp_path / "src", ["a", "b"], 150)
+    tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "Pipe"}}, program="reader.py")
+    _stopped_and_restarted(tree, channel_objects(str(tmp_path / "src")), None, {},
+                           lambda: time.sleep(2.0))  # ~150 of the 300 records of epoch 0
     first = _consumed(tree.base / "output" / "data", "consumed-1-*")
     assert 0 < sum(first[0].values()) < len(everything), "run 1 should have stopped mid-epoch 0"
     both = _consumed(tree.base / "output" / "data", "consumed-*")
@@ -250,23 +260,14 @@ def test_shuffled_channel_resumed_mid_epoch_trains_every_record_once(tmp_path: P
     assert epoch_order(objects, SEED, 0) != epoch_order(objects, SEED, 1)
     tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "Pipe", "ShuffleConfig": {"Seed": SEED}}},
                      program="reader.py")
-    tree.write_program("reader.py", (PROGRAMS / "pipe_resume.py").read_text())
-    data, out = tree.base / "input" / "data", tree.base / "output" / "data"
-    data.mkdir(parents=True)
-    for run in ("1", "2"):
-        tree.write_config("hyperparameters.json", {"sagemaker_program": '"reader.py"', "run": f'"{run}"',
-                                                    "epochs": "2", "delay": "0.02"})
-        feeder = Feeder(data, {"train": objects}, {"train": SEED}, epochs=2).start()  # from FIFO 0, epoch 0's order
-        proc = subprocess.Popen([TRAIN], env=tree.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        if run == "1":
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline and _lines(out / "consumed-1-0") < len(everything) + 50:
-                time.sleep(0.02)  # until run 1 is well into epoch 1
-            proc.send_signal(signal.SIGTERM)
-        stdout, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err.decode()[-2000:]
-        feeder.stop.set()
-        feeder.join(5)
+    out = tree.base / "output" / "data"
+
+    def well_into_epoch_1() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and _lines(out / "consumed-1-0") < len(everything) + 50:
+            time.sleep(0.02)
+
+    stdout = _stopped_and_restarted(tree, objects, SEED, {"delay": "0.02"}, well_into_epoch_1)
     first = _consumed(out, "consumed-1-*")
     assert first[0] == Counter(everything) and 0 < sum(first[1].values()) < len(everything), "stop mid-epoch 1"
     in_epoch_0_order = [r for o in epoch_order(objects, SEED, 0) for r in everything if r.startswith(f"{o.name}/".encode())]
