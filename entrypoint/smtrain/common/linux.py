@@ -36,8 +36,8 @@ def set_parent_death_signal(signum: int, parent: int) -> None:
         os.kill(os.getpid(), signum)
 
 
-def _parents() -> dict[int, int]:
-    """pid -> parent pid of every live (non-zombie) process, from /proc."""
+def _parents(zombies: bool = False) -> dict[int, int]:
+    """pid -> parent pid of every live process (and of every zombie with `zombies`), from /proc."""
     parents = {}
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
@@ -48,7 +48,7 @@ def _parents() -> dict[int, int]:
         except OSError:
             continue
         fields = stat[stat.rfind(b")") + 2:].split()
-        if fields[0] != b"Z":
+        if zombies or fields[0] != b"Z":
             parents[int(entry.name)] = int(fields[1])
     return parents
 
@@ -58,10 +58,11 @@ def children_of(pid: int) -> list[int]:
     return [child for child, parent in _parents().items() if parent == pid]
 
 
-def descendants_of(pid: int, prune: Collection[int] = ()) -> list[int]:
-    """Live descendants of `pid`, at any depth, leaving out the processes in `prune` and theirs."""
+def descendants_of(pid: int, prune: Collection[int] = (), zombies: bool = False) -> list[int]:
+    """Live descendants of `pid`, at any depth, leaving out the processes in `prune` and theirs; with
+    `zombies`, also those that exited and are not reaped yet."""
     children: dict[int, list[int]] = {}
-    for child, parent in _parents().items():
+    for child, parent in _parents(zombies).items():
         children.setdefault(parent, []).append(child)
     found, todo = [], list(children.get(pid, ()))
     while todo:

@@ -66,11 +66,13 @@ def _reap(program_pid: int) -> Optional[int]:
 
 def end_descendants(waker: SignalWaker, wait_s: float, spare: Sequence[int] = ()) -> None:
     """SIGTERM every descendant of this process (except `spare` and theirs), give them `wait_s`, then SIGKILL;
-    reap them all. As a subreaper, everything a program left behind is among our descendants."""
+    reap them all. As a subreaper, everything a program left behind is among our descendants.
+    Zombies count until they are reaped: one that died after the last reap would otherwise be
+    left to the host's init (and a parent still exiting may yet hand its zombies to us)."""
 
     def alive() -> list[int]:
         _reap(-1)
-        return linux.descendants_of(os.getpid(), prune=spare)
+        return linux.descendants_of(os.getpid(), prune=spare, zombies=True)
 
     for signum, wait in ((signal.SIGTERM, wait_s), (signal.SIGKILL, 5.0)):
         pids = alive()
