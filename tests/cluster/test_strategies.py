@@ -162,9 +162,13 @@ def test_parameter_server_a_failing_worker_ends_the_job(make_cluster) -> None:
     started = time.monotonic()
     statuses = cluster.wait(60)
     assert time.monotonic() - started < 4 + 10
-    assert statuses == {h.name: 1 for h in cluster.hosts}, _details(cluster)
+    # The worker's exception ends it with status 1, unless TensorFlow's gRPC server then segfaults
+    # while the interpreter exits (4 of 10 runs here): 139, still blamed on the exception.
+    status = statuses[cluster.hosts[0].name]
+    assert status in (1, 139) and statuses == {h.name: status for h in cluster.hosts}, _details(cluster)
     reason = cluster.hosts[0].failure() or ""
     assert reason.startswith("RuntimeError: ") and "failed on purpose" in reason, reason
+    assert ("was killed by SIGSEGV (exit status 139) after it printed a RuntimeError traceback" in reason) == (status == 139)
     assert "TF_CONFIG task worker 1 on host algo-3" in reason
     assert cluster.leftovers() == {}
 

@@ -1,4 +1,10 @@
-from smtrain.run.outcome import failure_text, python_exception
+import signal
+
+from smtrain.errors import FailureKind
+from smtrain.run.outcome import describe_program_failure, failure_text, python_exception
+from smtrain.run.supervise import ProcessResult
+
+TRACEBACK = b"Traceback (most recent call last):\n  File \"a.py\", line 2, in <module>\nRuntimeError: failed on purpose\n"
 
 
 def test_python_exception_from_the_last_traceback() -> None:
@@ -8,6 +14,26 @@ def test_python_exception_from_the_last_traceback() -> None:
     assert python_exception(tail) == "tensorflow.python.framework.errors_impl.ResourceExhaustedError"
     assert python_exception(b"plain error output\n") is None
     assert python_exception(b"Traceback (most recent call last):\n  File \"x\"\nKeyboardInterrupt\n") == "KeyboardInterrupt"
+
+
+def _killed(tail: bytes, shutdown_signal=None, after_grace: bool = False) -> ProcessResult:
+    return ProcessResult(139, int(signal.SIGSEGV), shutdown_signal, after_grace, tail)
+
+
+def test_a_crash_after_an_uncaught_exception_is_blamed_on_the_exception() -> None:
+    # TensorFlow's gRPC server often segfaults while the interpreter exits after the exception
+    kind, what = describe_program_failure(_killed(TRACEBACK), "train.py", oom_killed=False)
+    assert (kind, what) == ("RuntimeError", "program train.py was killed by SIGSEGV (exit status 139) after it printed a RuntimeError traceback")
+    assert describe_program_failure(_killed(b"no traceback\n"), "train.py", oom_killed=False) == (
+        FailureKind.PROGRAM_KILLED, "program train.py was killed by SIGSEGV (exit status 139)")
+
+
+def test_a_traceback_does_not_hide_a_kill_that_train_caused_or_an_oom_kill() -> None:
+    after_term = describe_program_failure(_killed(TRACEBACK, int(signal.SIGTERM)), "p", oom_killed=False)
+    assert after_term[0] is FailureKind.PROGRAM_KILLED
+    after_grace = describe_program_failure(_killed(TRACEBACK, int(signal.SIGTERM), True), "p", oom_killed=False)
+    assert after_grace == (FailureKind.PROGRAM_KILLED, "program p was killed by SIGSEGV (exit status 139) after SIGTERM and the grace period")
+    assert describe_program_failure(_killed(TRACEBACK), "p", oom_killed=True)[0] is FailureKind.OUT_OF_MEMORY
 
 
 def test_failure_text_is_bounded_and_keeps_the_last_whole_lines() -> None:

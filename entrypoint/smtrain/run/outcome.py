@@ -67,14 +67,17 @@ def signal_name(signum: int) -> str:
 def describe_program_failure(result: ProcessResult, program: str, oom_killed: bool) -> tuple[Union[FailureKind, str], str]:
     """(error class, one-line description) for a program that did not end with status 0."""
     if result.term_signal is not None:
-        name = signal_name(result.term_signal)
-        what = f"program {program} was killed by {name} (exit status {result.exit_code})"
+        what = f"program {program} was killed by {signal_name(result.term_signal)} (exit status {result.exit_code})"
         if result.killed_after_grace:
-            what += f" after {signal_name(result.shutdown_signal or signal.SIGTERM)} and the grace period"
-        elif oom_killed:
-            what += "; the kernel's OOM killer ran in this container: out of memory"
-        kind = FailureKind.OUT_OF_MEMORY if oom_killed and not result.killed_after_grace else FailureKind.PROGRAM_KILLED
-        return kind, what
+            return FailureKind.PROGRAM_KILLED, f"{what} after {signal_name(result.shutdown_signal or signal.SIGTERM)} and the grace period"
+        if oom_killed:
+            return FailureKind.OUT_OF_MEMORY, f"{what}; the kernel's OOM killer ran in this container: out of memory"
+        # An uncaught exception, then a crash while the interpreter shut down (TensorFlow's gRPC
+        # server often segfaults there): the exception is the cause.
+        exception = python_exception(result.stderr_tail) if result.shutdown_signal is None else None
+        if exception is not None:
+            return exception, f"{what} after it printed a {exception} traceback"
+        return FailureKind.PROGRAM_KILLED, what
     what = f"program {program} exited with status {result.exit_code}"
     if result.shutdown_signal is not None:
         what += f" after {signal_name(result.shutdown_signal)}"
