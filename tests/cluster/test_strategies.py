@@ -162,13 +162,12 @@ def test_parameter_server_a_failing_worker_ends_the_job(make_cluster) -> None:
     started = time.monotonic()
     statuses = cluster.wait(60)
     assert time.monotonic() - started < 4 + 10
-    # The worker's exception ends it with status 1, unless TensorFlow's gRPC server then segfaults
-    # while the interpreter exits (3 of 6 runs here): 139, still blamed on the exception.
-    status = statuses[cluster.hosts[0].name]
-    assert status in (1, 139) and statuses == {h.name: status for h in cluster.hosts}, _details(cluster)
+    # The worker's uncaught exception ends the job with status 1 every time, also when TensorFlow's
+    # gRPC server then crashes while the interpreter exits (SIGSEGV or SIGILL, in about half the runs).
+    assert statuses == {h.name: 1 for h in cluster.hosts}, _details(cluster)
     reason = cluster.hosts[0].failure() or ""
-    assert reason.startswith("RuntimeError: ") and "failed on purpose" in reason, reason
-    assert ("was killed by SIGSEGV (exit status 139) after it printed a RuntimeError traceback" in reason) == (status == 139)
+    print(reason)
+    assert reason.startswith("RuntimeError: ") and reason.rstrip().endswith("failed on purpose"), reason
     assert "TF_CONFIG task worker 1 on host algo-3" in reason
     assert cluster.leftovers() == {}
 

@@ -30,6 +30,24 @@ def test_signal_death_is_128_plus_n(tmp_path: Path, signum: int) -> None:
     assert "OutOfMemory" not in text  # a plain SIGKILL is not reported as an OOM kill
 
 
+@pytest.mark.parametrize("signum", [signal.SIGSEGV, signal.SIGILL])
+def test_an_uncaught_exception_then_a_crash_in_teardown_ends_with_status_1(tmp_path: Path, signum: int) -> None:
+    """As TensorFlow's gRPC server does by chance: the program raised, and the interpreter then died of
+    a signal while it shut down (faulthandler's dump after the traceback). Status 1 every time."""
+    tree = make_tree(tmp_path)
+    tree.write_program("train.py", "import atexit, faulthandler, os\nfaulthandler.enable()\n"
+                                   f"atexit.register(lambda: os.kill(os.getpid(), {int(signum)}))\n"
+                                   "raise RuntimeError('failed on purpose')\n")
+    done = run_train(tree)
+    assert done.returncode == 1, done.stderr.decode()[-2000:]
+    assert b"Fatal Python error" in done.stderr  # the crash happened, after the traceback
+    text = tree.failure.read_text()
+    assert text.startswith(f"RuntimeError: program {tree.base / 'code' / 'train.py'} raised an uncaught RuntimeError "
+                           f"(status 1); the interpreter then died of {signal.Signals(signum).name} while it shut down "
+                           f"(exit status {128 + signum})"), text
+    assert text.rstrip().endswith("RuntimeError: failed on purpose")  # the traceback, not the crash dump
+
+
 def test_failure_file_names_the_exception_and_keeps_the_stderr_tail(tmp_path: Path) -> None:
     tree = make_tree(tmp_path)
     tree.write_program("train.py", "import sys\nfor i in range(500):\n    print('noise line', i, file=sys.stderr)\n"

@@ -1,7 +1,7 @@
 import signal
 
 from smtrain.errors import FailureKind
-from smtrain.run.outcome import describe_program_failure, failure_text, python_exception
+from smtrain.run.outcome import ProgramFailure, describe_program_failure, failure_text, python_exception
 from smtrain.run.supervise import ProcessResult
 
 TRACEBACK = b"Traceback (most recent call last):\n  File \"a.py\", line 2, in <module>\nRuntimeError: failed on purpose\n"
@@ -16,24 +16,40 @@ def test_python_exception_from_the_last_traceback() -> None:
     assert python_exception(b"Traceback (most recent call last):\n  File \"x\"\nKeyboardInterrupt\n") == "KeyboardInterrupt"
 
 
-def _killed(tail: bytes, shutdown_signal=None, after_grace: bool = False) -> ProcessResult:
-    return ProcessResult(139, int(signal.SIGSEGV), shutdown_signal, after_grace, tail)
+def _killed(tail: bytes, shutdown_signal=None, after_grace: bool = False, signum: int = signal.SIGSEGV) -> ProcessResult:
+    return ProcessResult(128 + signum, signum, shutdown_signal, after_grace, tail)
 
 
-def test_a_crash_after_an_uncaught_exception_is_blamed_on_the_exception() -> None:
-    # TensorFlow's gRPC server often segfaults while the interpreter exits after the exception
-    kind, what = describe_program_failure(_killed(TRACEBACK), "train.py", oom_killed=False)
-    assert (kind, what) == ("RuntimeError", "program train.py was killed by SIGSEGV (exit status 139) after it printed a RuntimeError traceback")
+# What faulthandler (PYTHONFAULTHANDLER, set for every rank) prints when the teardown crashes.
+CRASH_DUMP = (b"Fatal Python error: Illegal instruction\n\nThread 0x00007f3a (most recent call first):\n"
+              b"  <no Python frame>\n\nCurrent thread 0x00007f3b (most recent call first):\n  <no Python frame>\n\n"
+              b"Extension modules: numpy.core._multiarray_umath, google._upb._message (total: 2)\n")
+
+
+def test_an_uncaught_exception_then_a_crash_at_exit_ends_with_status_1_whatever_the_signal() -> None:
+    # TensorFlow's gRPC server segfaults or hits an illegal instruction while the interpreter exits
+    for signum in (signal.SIGSEGV, signal.SIGILL):
+        failure = describe_program_failure(_killed(TRACEBACK + CRASH_DUMP, signum=signum), "train.py", oom_killed=False)
+        name = signal.Signals(signum).name
+        assert failure == ProgramFailure(1, "RuntimeError", (
+            f"program train.py raised an uncaught RuntimeError (status 1); the interpreter then died of {name} "
+            f"while it shut down (exit status {128 + signum})"))
     assert describe_program_failure(_killed(b"no traceback\n"), "train.py", oom_killed=False) == (
-        FailureKind.PROGRAM_KILLED, "program train.py was killed by SIGSEGV (exit status 139)")
+        139, FailureKind.PROGRAM_KILLED, "program train.py was killed by SIGSEGV (exit status 139)")
+
+
+def test_a_traceback_the_program_went_on_from_does_not_hide_a_later_crash() -> None:
+    went_on = TRACEBACK + b"epoch 2: loss 0.5\n" + CRASH_DUMP
+    assert describe_program_failure(_killed(went_on), "p", oom_killed=False) == (
+        139, FailureKind.PROGRAM_KILLED, "program p was killed by SIGSEGV (exit status 139)")
 
 
 def test_a_traceback_does_not_hide_a_kill_that_train_caused_or_an_oom_kill() -> None:
     after_term = describe_program_failure(_killed(TRACEBACK, int(signal.SIGTERM)), "p", oom_killed=False)
-    assert after_term[0] is FailureKind.PROGRAM_KILLED
+    assert after_term[:2] == (139, FailureKind.PROGRAM_KILLED)
     after_grace = describe_program_failure(_killed(TRACEBACK, int(signal.SIGTERM), True), "p", oom_killed=False)
-    assert after_grace == (FailureKind.PROGRAM_KILLED, "program p was killed by SIGSEGV (exit status 139) after SIGTERM and the grace period")
-    assert describe_program_failure(_killed(TRACEBACK), "p", oom_killed=True)[0] is FailureKind.OUT_OF_MEMORY
+    assert after_grace == (139, FailureKind.PROGRAM_KILLED, "program p was killed by SIGSEGV (exit status 139) after SIGTERM and the grace period")
+    assert describe_program_failure(_killed(TRACEBACK), "p", oom_killed=True)[:2] == (139, FailureKind.OUT_OF_MEMORY)
 
 
 def test_failure_text_is_bounded_and_keeps_the_last_whole_lines() -> None:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Optional
 if TYPE_CHECKING:
     from .launcher import Reporter
 
-REPORT_TAIL_BYTES = 2048
+REPORT_TAIL_BYTES = 8192  # the whole tail the supervisor keeps: a crash dump may follow the traceback
 MAX_TRACEBACK_BYTES = 65536  # an early report goes once this much traceback came without its exception line
 TRACEBACK = b"Traceback (most recent call last):"
 

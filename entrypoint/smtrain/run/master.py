@@ -54,8 +54,8 @@ def report_outcome(report: RankFailure, where: str) -> tuple[int, str]:
         killed_after_grace=report.killed_after_grace,
         stderr_tail=report.stderr_tail.encode(),
     )
-    kind, what = describe_program_failure(ranks, where, oom_killed=False)
-    return ranks.exit_code, failure_text(kind, what, ranks.stderr_tail)
+    failure = describe_program_failure(ranks, where, oom_killed=False)
+    return failure.status, failure_text(failure.kind, failure.what, failure.stderr_tail)
 
 
 def _job_outcome(result: ProcessResult, server: ControlServer, program: str, oom_before: object,
@@ -73,7 +73,7 @@ def _job_outcome(result: ProcessResult, server: ControlServer, program: str, oom
     if lost:
         what = f"lost worker host {lost[0]} during the job; mpirun exited with status {result.exit_code}"
         return result.exit_code, failure_text(FailureKind.HOST_LOST, what, result.stderr_tail)
-    return result.exit_code, program_failure(result, f"mpirun ({program})", oom_before)
+    return program_failure(result, f"mpirun ({program})", oom_before)
 
 
 def open_control(bind: str, port: int, heartbeat_timeout_s: float, token: str, waker: SignalWaker,

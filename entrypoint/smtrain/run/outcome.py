@@ -16,13 +16,17 @@ from ..errors import FailureKind
 from .supervise import ProcessResult
 
 __all__ = [
-    "FileState", "describe_program_failure", "failure_text", "oom_kill_count", "python_exception",
-    "report_failure", "report_success", "write_atomically",
+    "FileState", "ProgramFailure", "describe_program_failure", "failure_text", "oom_kill_count", "python_exception",
+    "report_failure", "report_success", "uncaught_exception_then_crash", "write_atomically",
 ]
 
 FAILURE_FILE_LIMIT = 1024
 # The last line of a Python traceback: "pkg.module.SomeError: message" or "SomeError".
 _EXCEPTION_LINE = re.compile(rb"^([A-Za-z_][\w.]*)(?::|$)")
+# What a crashing interpreter may print after the traceback (faulthandler's dump, glibc, the kernel's words).
+_CRASH_DUMP_LINE = re.compile(
+    rb"^(\s|$|Fatal Python error|Python runtime state|Current thread|Thread 0x|Extension modules|<no Python frame>"
+    rb"|Segmentation fault|Illegal instruction|Aborted|Bus error|Floating point exception)")
 
 
 class FileState(NamedTuple):
@@ -42,19 +46,36 @@ class FileState(NamedTuple):
         return cls(True, st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def python_exception(stderr_tail: bytes) -> Optional[str]:
-    """The exception class of the last Python traceback in the tail, if the tail ends with one."""
+def _last_exception(stderr_tail: bytes) -> Optional[tuple[str, list[bytes], bytes]]:
+    """The exception class of the last Python traceback in the tail, the lines after its exception
+    line, and the tail up to that line."""
     lines = stderr_tail.splitlines()
     try:
         start = max(i for i, line in enumerate(lines) if line.startswith(b"Traceback (most recent call last):"))
     except ValueError:
         return None
-    for line in lines[start + 1:]:
+    for at in range(start + 1, len(lines)):
+        line = lines[at]
         if not line.startswith((b" ", b"\t")):
             match = _EXCEPTION_LINE.match(line)
             if match:
-                return match.group(1).decode("ascii", "replace")
+                return match.group(1).decode("ascii", "replace"), lines[at + 1:], b"\n".join(lines[:at + 1]) + b"\n"
     return None
+
+
+def python_exception(stderr_tail: bytes) -> Optional[str]:
+    """The exception class of the last Python traceback in the tail, if the tail ends with one."""
+    found = _last_exception(stderr_tail)
+    return found[0] if found else None
+
+
+def uncaught_exception_then_crash(stderr_tail: bytes) -> Optional[tuple[str, bytes]]:
+    """(exception class, the tail up to its line) when the tail ends with a traceback followed by
+    nothing but a crash dump: the program raised, and the interpreter then crashed while it shut down."""
+    found = _last_exception(stderr_tail)
+    if found is None or not all(_CRASH_DUMP_LINE.match(line) for line in found[1]):
+        return None
+    return found[0], found[2]
 
 
 def signal_name(signum: int) -> str:
@@ -64,24 +85,46 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-def describe_program_failure(result: ProcessResult, program: str, oom_killed: bool) -> tuple[Union[FailureKind, str], str]:
-    """(error class, one-line description) for a program that did not end with status 0."""
+class ProgramFailure(NamedTuple):
+    status: int  # what the job exits with
+    kind: Union[FailureKind, str]  # the toolkit's FailureKind, or the program's Python exception
+    what: str  # one line
+    stderr_tail: bytes = b""  # the lines worth showing: a crash dump after the traceback is left out
+
+
+# Python's own exit status for an uncaught exception.
+UNCAUGHT_EXCEPTION_STATUS = 1
+
+
+def describe_program_failure(result: ProcessResult, program: str, oom_killed: bool) -> ProgramFailure:
+    """Status, error class and one-line description for a program that did not end with status 0.
+
+    A program that raised an uncaught exception and then crashed while the interpreter shut down
+    (TensorFlow's gRPC server segfaults or hits an illegal instruction there, by chance) ends with
+    status 1, the uncaught exception's, whatever signal the teardown died of: the same failure always
+    gets the same status. Only a traceback followed by nothing but a crash dump counts."""
     if result.term_signal is not None:
         what = f"program {program} was killed by {signal_name(result.term_signal)} (exit status {result.exit_code})"
         if result.killed_after_grace:
-            return FailureKind.PROGRAM_KILLED, f"{what} after {signal_name(result.shutdown_signal or signal.SIGTERM)} and the grace period"
+            return ProgramFailure(result.exit_code, FailureKind.PROGRAM_KILLED,
+                                  f"{what} after {signal_name(result.shutdown_signal or signal.SIGTERM)} and the grace period")
         if oom_killed:
-            return FailureKind.OUT_OF_MEMORY, f"{what}; the kernel's OOM killer ran in this container: out of memory"
-        # An uncaught exception, then a crash while the interpreter shut down (TensorFlow's gRPC
-        # server often segfaults there): the exception is the cause.
-        exception = python_exception(result.stderr_tail) if result.shutdown_signal is None else None
-        if exception is not None:
-            return exception, f"{what} after it printed a {exception} traceback"
-        return FailureKind.PROGRAM_KILLED, what
+            return ProgramFailure(result.exit_code, FailureKind.OUT_OF_MEMORY,
+                                  f"{what}; the kernel's OOM killer ran in this container: out of memory")
+        crash = uncaught_exception_then_crash(result.stderr_tail) if result.shutdown_signal is None else None
+        if crash is not None:
+            exception, traceback = crash
+            return ProgramFailure(
+                UNCAUGHT_EXCEPTION_STATUS, exception,
+                f"program {program} raised an uncaught {exception} (status {UNCAUGHT_EXCEPTION_STATUS}); the interpreter "
+                f"then died of {signal_name(result.term_signal)} while it shut down (exit status {result.exit_code})",
+                traceback)
+        return ProgramFailure(result.exit_code, FailureKind.PROGRAM_KILLED, what, result.stderr_tail)
     what = f"program {program} exited with status {result.exit_code}"
     if result.shutdown_signal is not None:
         what += f" after {signal_name(result.shutdown_signal)}"
-    return python_exception(result.stderr_tail) or FailureKind.PROGRAM_ERROR, what
+    return ProgramFailure(result.exit_code, python_exception(result.stderr_tail) or FailureKind.PROGRAM_ERROR, what,
+                          result.stderr_tail)
 
 
 def failure_text(kind: Union[FailureKind, str], what: str, stderr_tail: bytes = b"", limit: int = FAILURE_FILE_LIMIT) -> str:

@@ -59,11 +59,12 @@ def finish(plan: LaunchPlan, status: int, reason: str, failure_at_start: FileSta
     return status
 
 
-def program_failure(result: ProcessResult, program: str, oom_before: object) -> str:
+def program_failure(result: ProcessResult, program: str, oom_before: object) -> tuple[int, str]:
+    """The job's status and failure text for a program (or mpirun) that did not end with status 0."""
     oom_after = oom_kill_count()
     oom_killed = isinstance(oom_before, int) and oom_after is not None and oom_after > oom_before
-    kind, what = describe_program_failure(result, program, oom_killed)
-    return failure_text(kind, what, result.stderr_tail)
+    failure = describe_program_failure(result, program, oom_killed)
+    return failure.status, failure_text(failure.kind, failure.what, failure.stderr_tail)
 
 
 def run_single(plan: LaunchPlan, inherited_env: dict[str, str], python: str, waker: SignalWaker) -> int:
@@ -98,8 +99,9 @@ def run_single(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     if dog is not None and dog.stall is not None:
         return finish(plan, int(ExitCode.STALLED), failure_text(FailureKind.STALLED, dog.stall.describe()),
                       failure_at_start)
-    reason = "" if result.exit_code == 0 else program_failure(result, str(plan.program.program_path), oom_before)
-    return finish(plan, result.exit_code, reason, failure_at_start)
+    if result.exit_code == 0:
+        return finish(plan, 0, "", failure_at_start)
+    return finish(plan, *program_failure(result, str(plan.program.program_path), oom_before), failure_at_start)
 
 
 def _watch_program(plan: LaunchPlan, progress: ProgressFile, helpers: HelperGroup, waker: SignalWaker) -> Watchdog:

@@ -111,7 +111,7 @@ def _outcome(plan: LaunchPlan, result: ProcessResult, server: ControlServer, sta
         host, status = failed
         return status, failure_text(FailureKind.PROGRAM_ERROR, f"{program} on host {host} ended with status {status}")
     if result.exit_code != 0:
-        return result.exit_code, program_failure(result, f"{program} ({strategy.program_task.describe()})", oom_before)
+        return program_failure(result, f"{program} ({strategy.program_task.describe()})", oom_before)
     return 0, ""
 
 
