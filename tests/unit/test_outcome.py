@@ -33,14 +33,14 @@ def test_an_uncaught_exception_then_a_crash_at_exit_ends_with_status_1_whatever_
         name = signal.Signals(signum).name
         assert failure == ProgramFailure(1, "RuntimeError", (
             f"program train.py raised an uncaught RuntimeError (status 1); the interpreter then died of {name} "
-            f"while it shut down (exit status {128 + signum})"))
-    assert describe_program_failure(_killed(b"no traceback\n"), "train.py", oom_killed=False) == (
+            f"while it shut down (exit status {128 + signum})"), TRACEBACK)  # the dump left out of the tail shown
+    assert describe_program_failure(_killed(b"no traceback\n"), "train.py", oom_killed=False)[:3] == (
         139, FailureKind.PROGRAM_KILLED, "program train.py was killed by SIGSEGV (exit status 139)")
 
 
 def test_a_traceback_the_program_went_on_from_does_not_hide_a_later_crash() -> None:
     went_on = TRACEBACK + b"epoch 2: loss 0.5\n" + CRASH_DUMP
-    assert describe_program_failure(_killed(went_on), "p", oom_killed=False) == (
+    assert describe_program_failure(_killed(went_on), "p", oom_killed=False)[:3] == (
         139, FailureKind.PROGRAM_KILLED, "program p was killed by SIGSEGV (exit status 139)")
 
 
@@ -48,7 +48,7 @@ def test_a_traceback_does_not_hide_a_kill_that_train_caused_or_an_oom_kill() -> 
     after_term = describe_program_failure(_killed(TRACEBACK, int(signal.SIGTERM)), "p", oom_killed=False)
     assert after_term[:2] == (139, FailureKind.PROGRAM_KILLED)
     after_grace = describe_program_failure(_killed(TRACEBACK, int(signal.SIGTERM), True), "p", oom_killed=False)
-    assert after_grace == (139, FailureKind.PROGRAM_KILLED, "program p was killed by SIGSEGV (exit status 139) after SIGTERM and the grace period")
+    assert after_grace[:3] == (139, FailureKind.PROGRAM_KILLED, "program p was killed by SIGSEGV (exit status 139) after SIGTERM and the grace period")
     assert describe_program_failure(_killed(TRACEBACK), "p", oom_killed=True)[:2] == (139, FailureKind.OUT_OF_MEMORY)
 
 
