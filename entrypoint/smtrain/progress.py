@@ -5,32 +5,51 @@
         progress.step()          # once per training step: a counter in shared memory (about 0.3 us)
         ...
 
-`train` fails a job whose ranks all stopped making progress for `SM_STALL_TIMEOUT_SECONDS`
-(hyperparameter `sagemaker_stall_timeout_seconds`; default 1800 s; 0 switches it off), naming the
-ranks with the fewest steps (the ones the others wait for) and logging every rank's Python stack.
-Progress is a rank's steps (`step()`; smtrain's Keras callbacks count every batch and
-`pipes.equal_steps` every step) and its signs of life (`alive()`; called by `metrics.log_metrics`,
-by the Pipe readers for every batch of records read, and by checkpoint saves). Either growing is
-progress; the steps tell which ranks stopped first. A job that never reports progress is not judged
-by it (a script that uses none of these is never killed for being quiet).
+`train` fails a job whose ranks stopped making progress for `SM_STALL_TIMEOUT_SECONDS`
+(hyperparameter `sagemaker_stall_timeout_seconds`; default 1800 s; 0 switches it off). Steps
+(`step()`; smtrain's Keras callbacks count every batch and `pipes.equal_steps` every step) are the
+progress the program reports: once a rank reported one, a job in which no rank's steps or signs of
+life grew for the timeout has stalled, and the rank with the fewest steps is named when the ranks
+differ. Signs of life (`alive()`; called by `metrics.log_metrics`, by the Pipe readers for every
+batch of records read, and by checkpoint saves) show that a rank still works, but on their own never
+make a job judged: a script that reports no steps is judged only by what Horovod knows (a rank the
+others wait for in a collective or in `hvd.init`), never for being quiet.
 
 Outside a job of `train` (no `SM_PROGRESS_FILE`), `step()` does nothing.
 """
 from __future__ import annotations
 
+import enum
 import mmap
 import os
 import struct
 import time
-from typing import Optional
+from typing import NamedTuple, Optional
 
 PROGRESS_FILE_ENV = "SM_PROGRESS_FILE"
 RECORD = struct.Struct("<QQd")  # steps so far, signs of life so far, wall-clock time of the write
 # The file holds two records: this module's, then the native Pipe reader's (native/pipe_dataset.cc),
-# whose signs of life it adds atomically from its own threads.
-FILE_SIZE = 2 * RECORD.size
+# whose signs of life it adds atomically from its own threads; then where the rank is in its
+# framework's init (an `InitPhase`, written by the rank's start-up hook).
+INIT_PHASE = struct.Struct("<Q")
+INIT_OFFSET = 2 * RECORD.size
+FILE_SIZE = INIT_OFFSET + INIT_PHASE.size
 
-__all__ = ["FILE_SIZE", "PROGRESS_FILE_ENV", "alive", "read", "step"]
+__all__ = ["FILE_SIZE", "PROGRESS_FILE_ENV", "Counts", "InitPhase", "alive", "read", "step"]
+
+
+class InitPhase(enum.IntEnum):
+    """Where a rank is in Horovod's `init`, which returns once every rank has called it."""
+
+    NOT_REACHED = 0
+    WAITING = 1  # called it: waiting for the other ranks
+    DONE = 2  # returned from it
+
+
+class Counts(NamedTuple):
+    steps: int = 0
+    beats: int = 0  # signs of life other than steps
+    init: InitPhase = InitPhase.NOT_REACHED
 
 
 class _Counter:
@@ -45,16 +64,22 @@ class _Counter:
     def add(self, steps: int, beats: int) -> None:
         self.count += steps
         self.beats += beats
-        if self.map is None:
-            if self.unavailable or not self._open():
-                return
-        RECORD.pack_into(self.map, 0, self.count, self.beats, time.time())
+        if self._mapped():
+            RECORD.pack_into(self.map, 0, self.count, self.beats, time.time())
 
-    def _open(self) -> bool:
+    def set_init_phase(self, phase: InitPhase) -> None:
+        if self._mapped():
+            INIT_PHASE.pack_into(self.map, INIT_OFFSET, int(phase))
+
+    def _mapped(self) -> bool:
+        if self.map is not None:
+            return True
+        if self.unavailable:
+            return False
         path = os.environ.get(PROGRESS_FILE_ENV)
         try:
             with open(path or "", "r+b") as f:
-                self.map = mmap.mmap(f.fileno(), RECORD.size)
+                self.map = mmap.mmap(f.fileno(), FILE_SIZE)
         except (OSError, ValueError):  # outside a job of train, or the file is not ours
             self.unavailable = True
             return False
@@ -74,16 +99,26 @@ def alive() -> None:
     _counter.add(0, 1)
 
 
-def read(path: str) -> tuple[int, int]:
-    """(steps, signs of life) a rank last wrote to its progress file; (0, 0) before the first write."""
+def framework_init(phase: InitPhase) -> None:
+    """The rank's start-up hook (smtrain/rank/startup) says where it is in Horovod's init: toolkit-internal."""
+    _counter.set_init_phase(phase)
+    _counter.add(0, 1)
+
+
+def read(path: str) -> Counts:
+    """What a rank last wrote to its progress file; all zero before the first write."""
     try:
         with open(path, "rb") as f:
             data = f.read(FILE_SIZE)
     except OSError:
-        return 0, 0
+        return Counts()
     if len(data) < RECORD.size:
-        return 0, 0
+        return Counts()
     steps, beats, _ = RECORD.unpack_from(data)
-    if len(data) == FILE_SIZE:
+    if len(data) >= 2 * RECORD.size:
         beats += RECORD.unpack_from(data, RECORD.size)[1]
-    return steps, beats
+    init = InitPhase.NOT_REACHED
+    if len(data) == FILE_SIZE:
+        (value,) = INIT_PHASE.unpack_from(data, INIT_OFFSET)
+        init = InitPhase(value) if value <= max(InitPhase) else InitPhase.NOT_REACHED
+    return Counts(steps, beats, init)

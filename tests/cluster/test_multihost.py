@@ -314,24 +314,42 @@ def test_hosts_with_different_record_counts_take_equal_steps_through_the_helper(
 
 
 def test_a_rank_that_stops_progressing_fails_the_job_on_every_host_with_stacks(make_cluster) -> None:
-    """Rank 3 (on algo-2) sleeps after 5 steps; the others wait in the next allreduce. Stall timeout
-    20 s: every host ends non-zero within 60 s of the stall, naming rank 3 on algo-2, stacks logged."""
+    """Rank 3 (on algo-2) sleeps after 5 steps (counted with smtrain.progress); the others wait in the
+    next allreduce. Stall timeout 20 s: every host ends non-zero within 60 s of the stall, naming rank
+    3 on algo-2 alone (from its fewer steps or from Horovod's stall inspector: whichever sees it first),
+    stacks logged."""
     cluster = make_cluster(2)
     cluster.write_job({**MPI, "stall-rank": 3, "stall-after": 5, "sagemaker_stall_timeout_seconds": 20},
                       program=PROGRAMS / "hvd_stall.py")
+    _assert_every_host_stalled_naming(cluster, "stalled-at", "rank 3 on algo-2", "sleeping_in_the_training_loop")
+
+
+def test_a_plain_horovod_rank_that_stops_on_the_second_host_is_named_on_every_host(make_cluster) -> None:
+    """The same with a script that never imports smtrain: only Horovod's stall inspector knows."""
+    cluster = make_cluster(2)
+    cluster.write_job({**MPI, "mode": "function", "seconds": 600, "interval": 0.2, "stop-rank": 3, "stop-at": 20,
+                       "sagemaker_stall_timeout_seconds": 20}, program=PROGRAMS / "hvd_plain_loop.py")
+    reasons = _assert_every_host_stalled_naming(cluster, "stopped-at", "rank 3 on algo-2", "stopped_in_the_training_loop")
+    assert all("waited for it in a Horovod collective" in r for r in reasons), reasons
+
+
+def _assert_every_host_stalled_naming(cluster, marker: str, named: str, stack_of: str) -> list[str]:
     cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
     statuses = cluster.wait(150)
     assert statuses == {"algo-1": 124, "algo-2": 124}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
-    stalled_at = float(wait_for_files(cluster, "stalled-at", 1, 1)[0].read_text())
-    print(f"rank 3 stalled -> every host exited: {time.time() - stalled_at:.1f} s")
+    stalled_at = float(wait_for_files(cluster, marker, 1, 1)[0].read_text())
+    print(f"{named} stopped -> every host exited: {time.time() - stalled_at:.1f} s")
     assert time.time() - stalled_at < 60
-    for host in cluster.hosts:
-        reason = host.failure() or ""
-        assert reason.startswith("Stalled: no rank made progress for 20 s; stopped first: rank 3 on algo-2"), reason
+    reasons = [host.failure() or "" for host in cluster.hosts]
+    for reason in reasons:
+        assert reason.startswith("Stalled: "), reason
+        head = reason.splitlines()[0]
+        assert named in head and head.count(" on algo-") == 1, reason  # that rank alone
     logs = cluster.hosts[0].stderr() + cluster.hosts[1].stdout() + cluster.hosts[0].stdout()
-    assert "in sleeping_in_the_training_loop" in logs  # the stalled rank's stack
+    assert f"in {stack_of}" in logs  # the stalled rank's stack
     assert logs.count("Fatal Python error: Aborted") >= 4  # every rank's
     assert cluster.leftovers() == {}
+    return reasons
 
 
 def test_a_rank_that_hangs_before_hvd_init_is_named(make_cluster) -> None:
@@ -345,6 +363,6 @@ def test_a_rank_that_hangs_before_hvd_init_is_named(make_cluster) -> None:
     assert statuses == {"algo-1": 124, "algo-2": 124}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
     assert time.monotonic() - started < 90
     reason = cluster.hosts[0].failure() or ""
-    assert "stopped first: rank 2 on algo-2 (0 steps" in reason, reason
+    assert reason.startswith("Stalled: rank 2 on algo-2 never reached hvd.init(); the other ranks have waited in it for "), reason
     assert "in hanging_before_init" in cluster.hosts[0].stderr() + cluster.hosts[0].stdout()
     assert cluster.leftovers() == {}

@@ -1,11 +1,16 @@
 """The stall watchdog through the real `train` (one host, and a one-host MPI job through the rank
-launchers and the master's control channel)."""
+launchers and the master's control channel): with smtrain's step helpers, and with plain Horovod
+scripts that never import smtrain (tests/programs/hvd_plain_*.py), judged by what Horovod knows."""
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
+from typing import Any
 
-from tests.support import make_tree, processes_mentioning, run_train
+from tests.support import Tree, make_tree, processes_mentioning, run_train
+
+PROGRAMS = Path(__file__).parent.parent / "programs"
 
 STALLS = """
 import time
@@ -37,7 +42,7 @@ def test_a_stalled_program_fails_as_stalled_with_its_stack_logged(tmp_path: Path
     assert done.returncode == 124, stderr[-2000:]
     assert time.monotonic() - started < 3 + 15
     failure = tree.failure.read_text()
-    assert failure.startswith("Stalled: no rank made progress for 3 s") and "rank 0 on algo-1 (5 steps" in failure
+    assert failure.startswith("Stalled: no rank made progress for ") and "rank 0 on algo-1 stopped at 5 steps" in failure
     assert "in waiting_for_the_others" in stderr and "Fatal Python error: Aborted" in stderr  # the stack
     assert processes_mentioning(str(tree.base)) == []
 
@@ -81,3 +86,63 @@ def test_a_stalled_rank_of_an_mpi_job_is_named(tmp_path: Path) -> None:
     assert "stopped first: rank 1 on algo-1 (3 steps; the furthest rank 6)" in failure, failure
     assert stderr.count("in stuck") >= 2  # both ranks' stacks
     assert processes_mentioning(str(tree.base)) == []
+
+
+# -- plain Horovod scripts (no smtrain import), 1 host x 2 ranks, stall timeout 20 s ----------------------
+def _plain_horovod_job(tmp_path: Path, program: str, timeout_s: int = 20, **hyperparameters: Any) -> Tree:
+    tree = make_tree(tmp_path / "ml", hyperparameters={
+        "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2",
+        "sagemaker_stall_timeout_seconds": str(timeout_s), **{k: str(v) for k, v in hyperparameters.items()}})
+    shutil.copy(PROGRAMS / program, tree.code_dir / "train.py")
+    text = (tree.code_dir / "train.py").read_text()
+    assert "import smtrain" not in text and "from smtrain" not in text
+    return tree
+
+
+def _assert_ends_well(tree: Tree, limit_s: float) -> None:
+    done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off"), timeout=limit_s)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr[-3000:]
+    assert "Stalled" not in stderr and not tree.failure.exists()
+    assert processes_mentioning(str(tree.base)) == []
+
+
+def _assert_stalled_naming(tree: Tree, limit_s: float, named: str, stack_of: str) -> str:
+    started = time.monotonic()
+    done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off"), timeout=limit_s + 60)
+    stderr = done.stderr.decode()
+    assert done.returncode == 124, stderr[-3000:]
+    stopped_at = float((tree.base / "output" / "data" / "stopped-at").read_text())
+    print(f"the rank stopped -> train exited: {time.time() - stopped_at:.1f} s")
+    assert time.time() - stopped_at < 20 + 30  # the timeout, then within 30 s (stacks and ending included)
+    assert time.monotonic() - started < limit_s
+    failure = tree.failure.read_text()
+    assert failure.startswith(f"Stalled: {named} stopped: the other ranks have waited for it in a Horovod collective "), failure
+    assert failure.count(" on algo-1") == 1, failure  # that rank alone
+    assert f"in {stack_of}" in stderr and stderr.count("Fatal Python error: Aborted") >= 2  # every rank's stack
+    assert processes_mentioning(str(tree.base)) == []
+    return failure
+
+
+def test_a_healthy_plain_horovod_eager_loop_of_75_s_ends_0(tmp_path: Path) -> None:
+    _assert_ends_well(_plain_horovod_job(tmp_path, "hvd_plain_loop.py", seconds=75, interval=0.5), 200)
+
+
+def test_a_healthy_plain_horovod_keras_fit_of_75_s_ends_0(tmp_path: Path) -> None:
+    _assert_ends_well(_plain_horovod_job(tmp_path, "hvd_plain_keras.py", epochs=5, batches=30, **{"batch-seconds": 0.5}), 240)
+
+
+def test_every_rank_quiet_for_60_s_between_two_collectives_ends_0(tmp_path: Path) -> None:
+    _assert_ends_well(_plain_horovod_job(tmp_path, "hvd_plain_loop.py", steps=5, interval=0.1, **{"sleep-between": 60}), 200)
+
+
+def test_a_plain_tf_function_loop_whose_rank_1_stops_names_rank_1_alone(tmp_path: Path) -> None:
+    tree = _plain_horovod_job(tmp_path, "hvd_plain_loop.py", mode="function", seconds=600, interval=0.2,
+                              **{"stop-rank": 1, "stop-at": 20})
+    _assert_stalled_naming(tree, 100, "rank 1 on algo-1", "stopped_in_the_training_loop")
+
+
+def test_a_plain_keras_fit_whose_rank_1_blocks_in_a_callback_names_rank_1_alone(tmp_path: Path) -> None:
+    tree = _plain_horovod_job(tmp_path, "hvd_plain_keras.py", epochs=100, batches=30,
+                              **{"batch-seconds": 0.2, "block-rank": 1, "block-at-batch": 5})
+    _assert_stalled_naming(tree, 100, "rank 1 on algo-1", "blocked_in_a_callback")

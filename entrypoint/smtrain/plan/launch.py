@@ -174,7 +174,8 @@ def _strategy_plan(config: TrainingConfig, python: str, pipes: tuple[PipeAssignm
         program_task=next(t for t in tasks if not t.is_ps and t.host == here),
         ps_argv=(python, "-m", "smtrain.rank", "--", python, "-m", "smtrain.run.psserver") if ps else (),
         ps_tf_config=tf_config(config.strategy, hosts, here, ps_task=True) if ps else "",
-        contract=RankContract(hosts[0], config.control_port, "", config.grace_period_s, pipes),
+        contract=RankContract(hosts[0], config.control_port, "", config.grace_period_s, pipes,
+                              stall_timeout_s=config.stall_timeout_s),
         control_bind="0.0.0.0",
         control_port=config.control_port,
         peer_wait_s=config.peer_wait_s,
@@ -263,7 +264,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
     argv = launch.argv
     if role is Role.MASTER and mpi is not None:
         control_host = mpi.master if mpi.workers else "127.0.0.1"
-        contract = RankContract(control_host, mpi.control_port, token, config.grace_period_s, pipes)
+        contract = RankContract(control_host, mpi.control_port, token, config.grace_period_s, pipes,
+                                stall_timeout_s=config.stall_timeout_s)
         env_set[RANK_CONTRACT_ENV] = contract.to_json()
         command = mpirun_command(
             mpi.layout,

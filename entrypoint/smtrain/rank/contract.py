@@ -27,6 +27,7 @@ class RankContract(NamedTuple):
     grace_period_s: float  # between a shutdown signal and SIGKILL
     pipes: tuple[PipeAssignment, ...]  # which FIFOs each local rank reads
     rank: int = -1  # the task's number where mpirun gives none (TF strategy jobs: plan.tfconfig.Task)
+    stall_timeout_s: float = 0.0  # the stall watchdog's timeout (0: off); sets Horovod's stall inspector
 
     def to_json(self) -> str:
         return json.dumps({
@@ -35,6 +36,7 @@ class RankContract(NamedTuple):
             "grace_period_s": self.grace_period_s,
             "pipes": [[a.channel, a.mode.value, a.record_format.value, a.prefix] for a in self.pipes],
             "rank": self.rank,
+            "stall_timeout_s": self.stall_timeout_s,
         }, separators=(",", ":"))
 
     @classmethod
@@ -48,6 +50,7 @@ class RankContract(NamedTuple):
             grace_period_s=float(raw["grace_period_s"]),
             pipes=tuple(PipeAssignment(c, PipeMode(m), RecordFormat(f), p) for c, m, f, p in raw["pipes"]),
             rank=int(raw.get("rank", -1)),
+            stall_timeout_s=float(raw.get("stall_timeout_s", 0.0)),
         )
 
     @classmethod

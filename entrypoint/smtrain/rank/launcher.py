@@ -16,23 +16,25 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from ..common import console
 from ..common.signals import SignalWaker
 from ..config.defaults import DEFAULT_BASE_DIR, DEFAULT_GRACE_PERIOD_S
 from ..config.secrets import Redactor
+from ..progress import Counts
 from ..plan.pipes import pipe_env
 from ..run import control
 from ..run.supervise import supervise
 from ..run.watchdog import ProgressFile, dump_stacks
+from .collectives import CollectiveWaits, StallInspectorLines, check_interval_s
 from .contract import RankContract, without_internals
 from .report import RankFailure
 from .watch import REPORT_TAIL_BYTES, FailureWatch
 
 __all__ = ["cpu_threads", "main", "rank_env"]
 
-# Counts reaching Horovod's init as progress (startup/sitecustomize.py), for the stall watchdog.
+# Tells the stall watchdog when the rank calls Horovod's init and returns from it (startup/sitecustomize.py).
 STARTUP_HOOK = str(Path(__file__).resolve().parent / "startup")
 
 
@@ -58,8 +60,13 @@ def rank_env(environ: Mapping[str, str], contract: Optional[RankContract]) -> di
         env["SM_CURRENT_HOST"] = env["CURRENT_HOST"] = host
     if contract is not None:
         env.update(pipe_env(contract.pipes, int(env.get("SM_LOCAL_RANK", "0"))))
+        if contract.stall_timeout_s > 0:  # the user's own setting wins
+            env.setdefault(STALL_CHECK_ENV, str(check_interval_s(contract.stall_timeout_s)))
     env.update(cpu_threads(env, os.cpu_count() or 1))
     return env
+
+
+STALL_CHECK_ENV = "HOROVOD_STALL_CHECK_TIME_SECONDS"
 
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
@@ -105,14 +112,21 @@ class Reporter:
 
 
 class ProgressReporter:
-    """Tells the master this rank's step count whenever it grew (checked every second), over one
-    lasting connection; when the master says the job stalled, SIGABRT to the program, whose
-    faulthandler (PYTHONFAULTHANDLER) writes every thread's Python stack to the log."""
+    """Tells the master this rank's progress whenever it grew (checked every second), and what
+    Horovod's stall inspector says on this rank's stderr (rank 0's), over one lasting connection;
+    when the master says the job stalled, SIGABRT to the program, whose faulthandler
+    (PYTHONFAULTHANDLER) writes every thread's Python stack to the log."""
 
     def __init__(self, contract: RankContract, env: Mapping[str, str], progress: ProgressFile) -> None:
         self._contract, self._progress = contract, progress
         self._host, self._rank = env.get("SM_CURRENT_HOST", "?"), task_rank(env, contract)
         self._stopped = threading.Event()
+        self._waits = CollectiveWaits()
+        self._waited: dict[int, float] = {}  # rank -> how long the others have waited for it, not yet sent
+        self._check_s = 0.0  # the stall inspector's interval
+        self._lock = threading.Lock()
+        self._reported = Counts()
+        self.inspector_lines = StallInspectorLines(self._named)
 
     def start(self) -> "ProgressReporter":
         threading.Thread(target=self._run, name="progress", daemon=True).start()
@@ -121,30 +135,46 @@ class ProgressReporter:
     def stop(self) -> None:
         self._stopped.set()
 
-    def _message(self, steps: int, beats: int) -> bytes:
+    def _named(self, rank: int, check_s: float) -> None:
+        """Horovod's stall inspector named `rank` (called from the stderr relay's thread)."""
+        with self._lock:
+            self._waited[rank] = self._waits.named(rank, check_s, time.monotonic())
+            self._check_s = check_s
+
+    def _messages(self) -> list[bytes]:
+        counts = self._progress.read()
+        messages = []
+        if counts != self._reported:
+            self._reported = counts
+            messages.append(self._progress_message(counts))
+        with self._lock:
+            waited, self._waited = self._waited, {}
+        if waited:
+            messages.append(control.encode(control.MessageType.WAITING, waits=sorted(waited.items()),
+                                           check_s=self._check_s))
+        return messages
+
+    def _progress_message(self, counts: Counts) -> bytes:
         return control.encode(control.MessageType.PROGRESS, token=self._contract.token, host=self._host,
-                              rank=self._rank, steps=steps, beats=beats)
+                              rank=self._rank, steps=counts.steps, beats=counts.beats, init=int(counts.init))
 
     def _run(self) -> None:
         sock = control.connect(self._contract.control_host, self._contract.control_port, time.monotonic() + 30,
-                               self._message(0, 0))
+                               self._progress_message(self._reported))
         if sock is None:
             return
         reader = control.LineReader(sock)
-        reported = (0, 0)
         with sock:
             while not self._stopped.is_set():
                 readable, _, _ = select.select([sock], [], [], 1.0)
                 if readable or reader.has_buffered():
                     if not self._handle(reader):
                         return
-                now = self._progress.read()
-                if now != reported:
-                    reported = now
-                    try:
-                        sock.sendall(self._message(*now))
-                    except OSError:
-                        return
+                try:
+                    for message in self._messages():
+                        sock.sendall(message)
+                except OSError:
+                    return
 
     def _handle(self, reader: control.LineReader) -> bool:
         try:
@@ -157,6 +187,14 @@ class ProgressReporter:
             console.log("the job stalled: SIGABRT to the program, whose faulthandler logs its stack")
             dump_stacks()
         return True
+
+
+def _both(first: Callable[[bytes], None], second: Callable[[bytes], None]) -> Callable[[bytes], None]:
+    def call(data: bytes) -> None:
+        first(data)
+        second(data)
+
+    return call
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -178,8 +216,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     progress.export(env)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [STARTUP_HOOK, env.get("PYTHONPATH")]))
     progress_reporter = ProgressReporter(contract, env, progress).start() if contract else None
+    on_stderr = watch if progress_reporter is None else _both(watch, progress_reporter.inspector_lines)
     try:
-        result = supervise(args, env, Path.cwd(), grace, waker, on_stderr=watch)
+        result = supervise(args, env, Path.cwd(), grace, waker, on_stderr=on_stderr)
     finally:
         if progress_reporter is not None:
             progress_reporter.stop()

@@ -14,8 +14,11 @@ says so explicitly, over one TCP connection per worker, as newline-delimited JSO
                        abort {reason}               TF strategy jobs: the job fails; stop your program now
                        end {status, reason}         the job is over: exit with status
     rank   -> master   rank-exit {token, RankFailure fields}   a rank failed (smtrain.rank.report)
-                       progress {token, host, rank, steps, beats}   on one lasting connection per rank,
-                                                               when its progress grows (smtrain.progress)
+                       progress {token, host, rank, steps, beats, init}   on one lasting connection per
+                                                               rank, when its progress grows (smtrain.progress)
+                       waiting {waits: [[rank, seconds], ...], check_s}   on the same connection: Horovod's stall
+                                                               inspector (on rank 0's stderr) says the other
+                                                               ranks have waited this long for these ranks
     master -> rank     stall                        the job stalled: dump your stack (SIGABRT)
 
 A side that reads nothing from the other for the heartbeat timeout, or whose connection breaks, has
@@ -32,6 +35,7 @@ import time
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from ..config.defaults import HEARTBEAT_S, HEARTBEAT_TIMEOUT_S
+from ..progress import Counts, InitPhase
 from ..rank.report import RankFailure, root_cause
 
 MAX_MESSAGE = 64 * 1024
@@ -49,6 +53,7 @@ class MessageType(enum.Enum):
     ABORT = "abort"
     RANK_EXIT = "rank-exit"
     PROGRESS = "progress"
+    WAITING = "waiting"
     STALL = "stall"
     INVALID = "invalid"  # what a reader makes of a line that is not a message
 
@@ -106,7 +111,8 @@ class ControlServer:
 
     def __init__(self, bind: str, port: int, token: str, log: Callable[[str], None],
                  heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S, on_lost: Callable[[], None] = lambda: None,
-                 on_progress: Callable[[str, int, int, int], None] = lambda host, rank, steps, beats: None,
+                 on_progress: Callable[[str, int, Counts], None] = lambda host, rank, counts: None,
+                 on_waiting: Callable[[dict[int, float], float], None] = lambda waits, check_s: None,
                  on_news: Callable[[], None] = lambda: None) -> None:
         self.token = token
         self._on_news = on_news  # called (from a reader thread) after a rank report or a worker's `done`
@@ -114,6 +120,7 @@ class ControlServer:
         self._heartbeat_timeout_s = heartbeat_timeout_s
         self._on_lost = on_lost  # called (from a reader thread) when a worker is lost mid-job
         self._on_progress = on_progress  # called (from a reader thread) with a rank's steps and signs of life
+        self._on_waiting = on_waiting  # called (from a reader thread) with {rank: seconds waited for it}, interval
         self._ranks: list[socket.socket] = []  # rank launchers' lasting connections
         self._listener = socket.create_server((bind, port), reuse_port=False, backlog=256)
         self.port = self._listener.getsockname()[1]
@@ -270,9 +277,14 @@ class ControlServer:
             self._ranks.append(sock)
         message: Optional[Message] = first
         while message is not None:
-            steps, beats = message.fields.get("steps"), message.fields.get("beats", 0)
-            if message.type is MessageType.PROGRESS and isinstance(steps, int) and isinstance(beats, int):
-                self._on_progress(host, rank, steps, beats)
+            if message.type is MessageType.PROGRESS:
+                counts = _counts(message.fields)
+                if counts is not None:
+                    self._on_progress(host, rank, counts)
+            elif message.type is MessageType.WAITING:
+                waits, check_s = _waits(message.fields), message.fields.get("check_s")
+                if waits and isinstance(check_s, (int, float)):
+                    self._on_waiting(waits, float(check_s))
             try:
                 message = reader.read(timeout=None)
             except (TimeoutError, ValueError):
@@ -311,6 +323,20 @@ class ControlServer:
                 return f"nothing heard for {self._heartbeat_timeout_s:g} s"
             except ValueError:
                 return "it sent an over-long message"
+
+
+def _counts(fields: Mapping[str, Any]) -> Optional[Counts]:
+    steps, beats, init = fields.get("steps"), fields.get("beats", 0), fields.get("init", 0)
+    if not all(isinstance(v, int) for v in (steps, beats, init)) or not 0 <= init <= max(InitPhase):
+        return None
+    return Counts(steps, beats, InitPhase(init))
+
+
+def _waits(fields: Mapping[str, Any]) -> dict[int, float]:
+    try:
+        return {int(rank): float(seconds) for rank, seconds in fields.get("waits", [])}
+    except (TypeError, ValueError):
+        return {}
 
 
 def connect(host: str, port: int, deadline: float, message: bytes) -> Optional[socket.socket]:

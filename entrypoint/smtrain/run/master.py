@@ -13,6 +13,7 @@ from ..common import linux
 from ..common.console import log
 from ..config.defaults import STACK_DUMP_WAIT_S
 from ..errors import ExitCode, FailureKind, PeersUnreachable, StartupFailed
+from ..progress import Counts
 from ..rank.report import RankFailure, is_consequence
 from ..plan.launch import LaunchPlan
 from .control import ControlServer, MessageType
@@ -77,11 +78,20 @@ def _job_outcome(result: ProcessResult, server: ControlServer, program: str, oom
 
 
 def open_control(bind: str, port: int, heartbeat_timeout_s: float, token: str, waker: SignalWaker,
-                 on_progress: Callable[[str, int, int, int], None]) -> ControlServer:
-    """The master's control server; StartupFailed naming the port when it is taken."""
+                 dogs: list[Watchdog]) -> ControlServer:
+    """The master's control server, feeding what the ranks report to the stall watchdog in `dogs`
+    (once it runs); StartupFailed naming the port when it is taken."""
+    def on_progress(host: str, rank: int, counts: Counts) -> None:
+        for dog in dogs:
+            dog.observe(host, rank, counts)
+
+    def on_waiting(waits: dict[int, float], check_s: float) -> None:
+        for dog in dogs:
+            dog.waited_for(waits, check_s)
+
     try:
         return ControlServer(bind, port, token, log, heartbeat_timeout_s, on_lost=waker.post,
-                             on_progress=on_progress, on_news=waker.post)
+                             on_progress=on_progress, on_waiting=on_waiting, on_news=waker.post)
     except OSError as e:
         raise StartupFailed(
             f"cannot listen on the control port {bind}:{port}: {e.strerror} (set SM_CONTROL_PORT to a free port)"
@@ -129,8 +139,7 @@ def run_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
     with HelperGroup() as helpers:
         start_helpers(plan, helpers)
         dogs: list[Watchdog] = []  # the stall watchdog, once the ranks start
-        server = open_control(mpi.control_bind, mpi.control_port, mpi.heartbeat_timeout_s, token, waker,
-                              lambda host, rank, steps, beats: [d.observe(host, rank, steps, beats) for d in dogs])
+        server = open_control(mpi.control_bind, mpi.control_port, mpi.heartbeat_timeout_s, token, waker, dogs)
         try:
             server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
             await_workers(server, mpi.master, mpi.workers, mpi.control_port, mpi.peer_wait_s)

@@ -107,7 +107,7 @@ def run_single(plan: LaunchPlan, inherited_env: dict[str, str], python: str, wak
 def _watch_program(plan: LaunchPlan, progress: ProgressFile, helpers: HelperGroup, waker: SignalWaker) -> Watchdog:
     """The stall watchdog for a program on its own (no MPI): it reads the program's progress file."""
     def poll(dog: Watchdog) -> None:
-        dog.observe(plan.host, 0, *progress.read())
+        dog.observe(plan.host, 0, progress.read())
 
     def stalled(stall: Stall) -> None:
         log(f"Stalled: {stall.describe()}; SIGABRT to the program, whose faulthandler logs its stack")

@@ -124,7 +124,7 @@ def run_tf_master(plan: LaunchPlan, inherited_env: dict[str, str], python: str, 
         start_helpers(plan, helpers)
         dogs: list[Watchdog] = []
         server = open_control(strategy.control_bind, strategy.control_port, strategy.heartbeat_timeout_s, token, waker,
-                              lambda host, rank, steps, beats: [d.observe(host, rank, steps, beats) for d in dogs])
+                              dogs)
         try:
             server.start_heartbeat()
             await_workers(server, strategy.master, strategy.workers, strategy.control_port, strategy.peer_wait_s)

@@ -32,8 +32,8 @@ class ProgressFile:
         env[progress.PROGRESS_FILE_ENV] = self.path
         env.setdefault("PYTHONFAULTHANDLER", "1")
 
-    def read(self) -> tuple[int, int]:
-        """(steps, signs of life) so far."""
+    def read(self) -> progress.Counts:
+        """Steps, signs of life and where in Horovod's init, so far."""
         return progress.read(self.path)
 
     def remove(self) -> None:
@@ -70,9 +70,13 @@ class Watchdog:
         self._thread.start()
         return self
 
-    def observe(self, host: str, rank: int, steps: int, beats: int = 0) -> None:
+    def observe(self, host: str, rank: int, counts: progress.Counts) -> None:
         with self._lock:
-            self._watch.observe(host, rank, steps, beats, time.monotonic())
+            self._watch.observe(host, rank, counts, time.monotonic())
+
+    def waited_for(self, waits: dict[int, float], check_s: float) -> None:
+        with self._lock:
+            self._watch.waited_for(waits, check_s, time.monotonic())
 
     def stop(self) -> None:
         self._stopped.set()

@@ -1,7 +1,7 @@
 """Loaded by Python at start-up in every rank's program: the rank launcher puts this folder first on
-the program's PYTHONPATH. It makes reaching Horovod's `init`, and returning from it, signs of life
-for the stall watchdog (smtrain.progress), so that a rank that never gets to `hvd.init()` while the
-others wait in it is named. It patches nothing else, imports nothing until Horovod is imported, and
+the program's PYTHONPATH. It tells the stall watchdog (smtrain.progress) when the rank calls Horovod's
+`init` and when it returns from it, so that a rank that never gets to `hvd.init()` while the others
+wait in it is named. It patches nothing else, imports nothing until Horovod is imported, and
 then loads the sitecustomize this one shadows, if there is one."""
 from __future__ import annotations
 
@@ -21,9 +21,9 @@ def _count_init(basics_class: Any) -> None:
     def init(self: Any, *args: Any, **kwargs: Any) -> Any:
         from smtrain import progress
 
-        progress.alive()  # this rank reached its framework's init
+        progress.framework_init(progress.InitPhase.WAITING)  # this rank reached its framework's init
         result = original(self, *args, **kwargs)
-        progress.alive()  # ... and every rank did
+        progress.framework_init(progress.InitPhase.DONE)  # ... and every rank did
         return result
 
     init.__wrapped__ = original  # type: ignore[attr-defined]
