@@ -159,3 +159,15 @@ def test_tuning_jobs_get_their_own_model_dir(tmp_path: Path) -> None:
     plan = plan_launch(load_config(tree.env(TRAINING_JOB_NAME="tj-3")), FACTS, "/venv/bin/python")
     assert plan.argv[-2:] == ("--model_dir", "s3://b/p/tj-3/model")
     assert plan.env_set["SM_HP_MODEL_DIR"] == "s3://b/p/tj-3/model"
+
+
+def test_ranks_get_horovods_stall_inspector_interval_unless_the_user_set_one(tmp_path) -> None:
+    from smtrain.rank.contract import RankContract
+    from smtrain.rank.launcher import rank_env
+
+    contract = RankContract("algo-1", 7077, "t", 110.0, (), stall_timeout_s=20)
+    base = {"SAGEMAKER_BASE_DIR": str(tmp_path)}
+    assert rank_env(base, contract)["HOROVOD_STALL_CHECK_TIME_SECONDS"] == "3"
+    assert rank_env({**base, "HOROVOD_STALL_CHECK_TIME_SECONDS": "30"}, contract)["HOROVOD_STALL_CHECK_TIME_SECONDS"] == "30"
+    assert "HOROVOD_STALL_CHECK_TIME_SECONDS" not in rank_env(base, contract._replace(stall_timeout_s=0))
+    assert RankContract.from_json(contract.to_json()) == contract
