@@ -17,8 +17,10 @@ RUN apt-get update \
       openmpi-bin libopenmpi-dev ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY requirements/ /src/requirements/
-COPY scripts/build-stack.sh scripts/patch-horovod.py /src/scripts/
+COPY scripts/build-stack.sh /src/scripts/
 RUN /src/scripts/build-stack.sh /usr/bin/python3 /opt/smtrain/venv /src/requirements/stack.txt
+COPY scripts/patch-horovod.py /src/scripts/
+RUN /opt/smtrain/venv/bin/python /src/scripts/patch-horovod.py
 # smtrain's native tf.data op for Pipe mode, against this TensorFlow (smtrain.data.native)
 COPY native/ /src/native/
 COPY scripts/build-native.sh /src/scripts/
@@ -57,11 +59,13 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv python3-dev g++ make cmake \
  && install-efa.sh "${EFA_INSTALLER_VERSION}"
 COPY requirements/ /src/requirements/
-COPY scripts/build-stack.sh scripts/patch-horovod.py /src/scripts/
+COPY scripts/build-stack.sh /src/scripts/
 # NCCL operations for allreduce/allgather/broadcast; kernels for V100, T4, A100, A10G, L4 and H100.
 RUN PATH=/opt/amazon/openmpi/bin:$PATH HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED \
     HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_BUILD_CUDA_CC_LIST=70,75,80,86,89,90 \
     /src/scripts/build-stack.sh /usr/bin/python3 /opt/smtrain/venv /src/requirements/stack-gpu.txt
+COPY scripts/patch-horovod.py /src/scripts/
+RUN /opt/smtrain/venv/bin/python /src/scripts/patch-horovod.py
 COPY native/ /src/native/
 COPY scripts/build-native.sh /src/scripts/
 RUN /src/scripts/build-native.sh /opt/smtrain/venv

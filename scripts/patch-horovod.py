@@ -11,15 +11,25 @@ which Keras 2.11+ optimizers keep as a Python float traced into the train step: 
 changing it could not take effect anyway. The patch applies the correction only where momentum is
 a variable (the legacy optimizers), as for optimizers without momentum.
 
-Run by scripts/build-stack.sh
-right after Horovod is installed; it fails loudly if Horovod's source is not what it expects.
+Third, `horovod.keras` (the API of Horovod's Keras docs and of AWS's Horovod examples) imports the
+standalone `keras` package, Keras 3, for its optimizer wrapper and its callbacks, so they failed on
+tf_keras models (`'BroadcastGlobalVariablesCallback' object has no attribute
+'_implements_train_batch_hooks'`). The patch binds it to `tf.keras`, as `horovod.tensorflow.keras`.
+A Keras 3 optimizer handed to either `DistributedOptimizer` (a script that imports `keras` itself, or
+runs without TF_USE_LEGACY_KERAS=1) gets an error that names the fix, not a crash deep in Keras.
+
+Idempotent and quick: scripts/setup.sh and the image run it after the stack is built (a step of its
+own, so that a change here does not rebuild Horovod); it fails loudly if Horovod's source is not
+what it expects, and checks that the patched modules import and bind tf_keras.
 
     python scripts/patch-horovod.py
 """
 from __future__ import annotations
 
 import importlib.util
+import os
 import pathlib
+import subprocess
 import sys
 from typing import NamedTuple
 
@@ -34,6 +44,41 @@ MOMENTUM_TEST = """        if hasattr(self.model.optimizer, 'momentum') and self
 """
 MOMENTUM_VARIABLE_TEST = """        if self.momentum_correction and hasattr(getattr(self.model.optimizer, 'momentum', None), 'dtype'):  # smtrain
 """
+KERAS3_IMPORTS = """import keras
+import keras.backend as K
+"""
+TF_KERAS_IMPORTS = """from tensorflow import keras  # smtrain: tf.keras (tf_keras under TF_USE_LEGACY_KERAS=1), as horovod.tensorflow.keras
+K = keras.backend
+"""
+KERAS3_CALLBACK_IMPORTS = """import keras
+import tensorflow as tf
+import keras.backend as K
+"""
+TF_KERAS_CALLBACK_IMPORTS = """import tensorflow as tf
+from tensorflow import keras  # smtrain: tf.keras (tf_keras under TF_USE_LEGACY_KERAS=1), as horovod.tensorflow.keras
+K = keras.backend
+"""
+KERAS3_ELASTIC_IMPORT = """
+import keras
+
+from horovod._keras import elastic as _impl
+"""
+TF_KERAS_ELASTIC_IMPORT = """
+from tensorflow import keras  # smtrain: tf.keras, as horovod.tensorflow.keras
+
+from horovod._keras import elastic as _impl
+"""
+OPTIMIZER_WRAPPER = """                                 scale_local_gradients=True):
+    class _DistributedOptimizer(*optimizer.__class__.__bases__):
+"""
+OPTIMIZER_WRAPPER_CHECKED = """                                 scale_local_gradients=True):
+    if type(optimizer).__module__.split(".")[0] == "keras":  # smtrain: Keras 3 is not served
+        raise ValueError(
+            f"Horovod's Keras API in this image works with tf.keras (tf_keras), but the optimizer is a Keras 3 "
+            f"{type(optimizer).__name__} (module {type(optimizer).__module__}): set TF_USE_LEGACY_KERAS=1 before "
+            "TensorFlow is imported and build the model and optimizer with tf.keras, not `import keras`")
+    class _DistributedOptimizer(*optimizer.__class__.__bases__):
+"""
 
 
 class Edit(NamedTuple):
@@ -46,7 +91,19 @@ EDITS = (
     Edit("tensorflow/keras/__init__.py", BACKEND_IMPORT, BACKEND_OF_TF_KERAS),
     Edit("tensorflow/keras/callbacks.py", BACKEND_IMPORT, BACKEND_OF_TF_KERAS),
     Edit("_keras/callbacks.py", MOMENTUM_TEST, MOMENTUM_VARIABLE_TEST),
+    Edit("keras/__init__.py", KERAS3_IMPORTS, TF_KERAS_IMPORTS),
+    Edit("keras/callbacks.py", KERAS3_CALLBACK_IMPORTS, TF_KERAS_CALLBACK_IMPORTS),
+    Edit("keras/elastic.py", KERAS3_ELASTIC_IMPORT, TF_KERAS_ELASTIC_IMPORT),
+    Edit("_keras/__init__.py", OPTIMIZER_WRAPPER, OPTIMIZER_WRAPPER_CHECKED),
 )
+
+CHECK = """
+import horovod.keras.callbacks
+import horovod.tensorflow.keras.callbacks
+for api in (horovod.keras.callbacks, horovod.tensorflow.keras.callbacks):
+    assert api.K.__name__.startswith("tf_keras"), (api.__name__, api.K)
+    assert api.keras.callbacks.Callback.__module__.startswith("tf_keras"), api.keras.callbacks.Callback
+"""
 
 
 def patch(root: pathlib.Path) -> list[str]:
@@ -72,6 +129,9 @@ def main() -> None:
     for line in patch(pathlib.Path(list(spec.submodule_search_locations)[0])):
         print(f"patch-horovod: {line}")
     sys.stdout.flush()
+    # In a fresh interpreter with the image's setting: the patched modules import and bind tf_keras.
+    subprocess.run([sys.executable, "-c", CHECK], check=True,
+                   env={**os.environ, "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2"})
 
 
 if __name__ == "__main__":

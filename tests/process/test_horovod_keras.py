@@ -9,25 +9,51 @@ import json
 import shutil
 from pathlib import Path
 
+import subprocess
+import sys
+
+import pytest
+
 from tests.cluster.test_multihost import assert_keras_callbacks_worked
 from tests.support import make_tree, run_train
 
 PROGRAMS = Path(__file__).parent.parent / "programs"
 
 
-def test_horovod_keras_callbacks_on_one_host_two_ranks(tmp_path: Path) -> None:
+@pytest.mark.parametrize("api", ["horovod.tensorflow.keras", "horovod.keras"])
+def test_horovod_keras_callbacks_on_one_host_two_ranks(tmp_path: Path, api: str) -> None:
+    """Both of Horovod's Keras APIs: `horovod.keras` (AWS's examples import it) failed on tf_keras models."""
+    extra = {"horovod-keras": "true"} if api == "horovod.keras" else {}
     tree = make_tree(tmp_path / "ml", hyperparameters={
-        "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"})
+        "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2", **extra})
     shutil.copy(PROGRAMS / "hvd_keras_fit.py", tree.code_dir / "train.py")
     done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off", SM_CONTROL_PORT="17310"), timeout=240)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     reports = [json.loads((tree.base / "output" / "data" / f"weights-{r}.json").read_text()) for r in (0, 1)]
+    assert [r["api"] for r in reports] == [api, api]
     assert reports[0]["digest"] == reports[1]["digest"]
     assert_keras_callbacks_worked(reports)
     assert reports[0]["losses"][-1] < reports[0]["losses"][0]
+    if api == "horovod.keras":  # hvd.load_model wraps the loaded optimizer again (Horovod's class of that name)
+        assert reports[0]["loaded_optimizer"] == "horovod._keras.SGD", reports[0]
+
+
+@pytest.mark.parametrize("api", ["horovod.tensorflow.keras", "horovod.keras"])
+def test_a_keras_3_optimizer_gets_an_error_that_names_the_fix(api: str) -> None:
+    """A script that imports the standalone `keras` (Keras 3) while Horovod serves tf.keras."""
+    code = f"import keras\nimport {api} as hvd\nhvd.DistributedOptimizer(keras.optimizers.SGD(0.1))\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("ValueError: Horovod's Keras API in this image works with tf.keras (tf_keras), but the "
+                           "optimizer is a Keras 3 SGD"), done.stderr[-2000:]
+    assert "set TF_USE_LEGACY_KERAS=1" in last and "not `import keras`" in last
 
 
 def test_the_patch_is_in_the_installed_horovod() -> None:
-    import horovod.tensorflow.keras.callbacks as callbacks
+    import horovod.keras.callbacks
+    import horovod.tensorflow.keras.callbacks
 
-    assert "smtrain" in Path(callbacks.__file__).read_text()
+    for callbacks in (horovod.keras.callbacks, horovod.tensorflow.keras.callbacks):
+        assert "smtrain" in Path(callbacks.__file__).read_text()

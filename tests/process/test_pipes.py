@@ -15,9 +15,10 @@ from typing import Optional
 import pytest
 
 from smtrain import pipes
+from smtrain.data import demux
 from smtrain.data.demux import demux_epoch
 from smtrain.data.feeder import Feeder, channel_objects, epoch_order
-from smtrain.plan.pipes import PipeChannel, PipeMode, assign_pipes
+from smtrain.plan.pipes import PipeChannel, PipeMode, assign_pipes, demux_folder, demux_prefix, rank_ended_marker
 from smtrain.data.records import RecordFormat, encode_recordio, encode_tfrecord
 from tests.support import make_tree, run_train
 
@@ -163,9 +164,34 @@ def test_assignment_rules() -> None:
     assert by["eval"].mode is PipeMode.PER_RANK and by["eval"].for_rank(1) == "/opt/ml/input/data/eval-1"
     assert by["train"].mode is PipeMode.DEMUX and by["train"].for_rank(1) == "/opt/ml/input/data/.smtrain-pipes/train-1"
     assert by["x-0"].mode is PipeMode.DEMUX  # x-1 is missing: x-0 is a channel of its own
-    assert "eval-0" not in by
+    assert by["eval-0"].mode is PipeMode.DIRECT and by["eval-0"].for_rank(1) == "/opt/ml/input/data/eval-0"
     assert all(a.mode is PipeMode.DIRECT for a in assign_pipes(chans, data, ranks_per_host=2, mpi=False))
     assert {a.mode for a in assign_pipes(chans, data, ranks_per_host=1, mpi=True)} == {PipeMode.PER_RANK, PipeMode.DIRECT}
+
+
+def test_assignment_rules_for_aws_per_rank_channels_by_local_or_global_rank() -> None:
+    """AWS's Horovod + Pipe-mode example: `train_<rank>`, `validation_<rank>`, an unread `validation`, `eval`."""
+    tf = RecordFormat.TFRECORD
+    data = Path("/opt/ml/input/data")
+    names = ["train_0", "train_1", "validation_0", "validation_1", "validation", "eval"]
+    by = {a.channel: a for a in assign_pipes([PipeChannel(n, tf) for n in names], data, ranks_per_host=2, mpi=True,
+                                             world_size=2)}
+    assert by["train"].mode is PipeMode.PER_RANK and by["train"].for_rank(1, 1) == "/opt/ml/input/data/train_1"
+    assert by["validation"].mode is PipeMode.PER_RANK  # the group, not the channel of the same name
+    assert by["train_1"].mode is PipeMode.DIRECT and by["train_1"].for_rank(0, 0) == "/opt/ml/input/data/train_1"
+    assert by["eval"].mode is PipeMode.DEMUX  # who reads it, the demultiplexer learns from the ranks
+    assert len(by) == 7
+    # 2 hosts x 2 ranks, channels numbered by global rank: rank 3 (local rank 1 on the second host) reads train_3
+    four = [PipeChannel(f"train_{r}", tf) for r in range(4)]
+    glob = {a.channel: a for a in assign_pipes(four, data, ranks_per_host=2, mpi=True, world_size=4)}
+    assert glob["train"].mode is PipeMode.PER_RANK and glob["train"].for_rank(1, 3) == "/opt/ml/input/data/train_3"
+    # only as many as one host's ranks: numbered by local rank on every host
+    two = [PipeChannel(f"train_{r}", tf) for r in range(2)]
+    local = {a.channel: a for a in assign_pipes(two, data, ranks_per_host=2, mpi=True, world_size=4)}
+    assert local["train"].for_rank(1, 3) == "/opt/ml/input/data/train_1"
+    # numbers that are not ranks (a gap, a leading zero) make no group
+    odd = [PipeChannel(n, tf) for n in ("a_0", "a_2", "b_00", "b_01")]
+    assert {a.mode for a in assign_pipes(odd, data, ranks_per_host=2, mpi=True, world_size=2)} == {PipeMode.DEMUX}
 
 
 @pytest.mark.parametrize("ranks", [1, 2, 4])
@@ -209,12 +235,12 @@ def test_ranks_of_one_host_read_every_record_once_per_epoch(tmp_path: Path, rank
                 assert f"{left_over} left over at the end" in done.stderr.decode()
 
 
-def _demux_fixture(tmp_path: Path, obj: Path, ranks: int = 2) -> tuple[Path, list[Path]]:
+def _demux_fixture(tmp_path: Path, obj: Path, ranks: int = 2) -> tuple[Path, dict[int, Path]]:
     """A fed source FIFO `c_0` and the ranks' FIFOs `r<r>_0`, as the demultiplexer's run makes them."""
     data = tmp_path / "data"
     data.mkdir()
-    targets = [data / f"r{r}_0" for r in range(ranks)]
-    for t in targets:
+    targets = {r: data / f"r{r}_0" for r in range(ranks)}
+    for t in targets.values():
         os.mkfifo(t)
     Feeder(data, {"c": [obj]}, {"c": None}, epochs=1).start()
     return data, targets
@@ -250,6 +276,73 @@ def test_demultiplexer_drops_a_rank_that_never_reads(tmp_path: Path) -> None:
     assert result.dropped == (1,) and got == records
 
 
+def _demux_run(tmp_path: Path, epochs: int, per_object: int = 200) -> tuple[Path, list[bytes], Feeder, threading.Thread]:
+    """The demultiplexer's whole run for 2 local ranks of channel `c`, fed for `epochs`, in a thread."""
+    records = _write_objects(tmp_path / "src", ["o"], per_object)
+    data = tmp_path / "data"
+    data.mkdir()
+    feeder = Feeder(data, {"c": [tmp_path / "src" / "o"]}, {"c": None}, epochs=epochs).start()
+    runner = threading.Thread(target=demux.run, args=(data, "c", 2, RecordFormat.TFRECORD, 10.0, 30.0, epochs))
+    runner.start()
+    return data, records, feeder, runner
+
+
+def _read_as_rank(data: Path, rank: int, epochs: int, got: dict[int, list[bytes]], delay_s: float = 0) -> threading.Thread:
+    env = {"SM_PIPE_C": str(demux_prefix(data, "c", rank)), "SM_PIPE_FORMAT_C": "tfrecord"}
+
+    def read() -> None:
+        time.sleep(delay_s)
+        for epoch in range(epochs):
+            got[epoch] = list(pipes.records("c", epoch, environ=env, timeout=20))
+        rank_ended_marker(demux_folder(data), rank).touch()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    return reader
+
+
+def test_a_channel_only_one_rank_reads_is_passed_to_it_whole_and_in_order(tmp_path: Path) -> None:
+    """AWS's `eval`: rank 0 reads it; rank 1 ends without opening it, 2 s after rank 0 started
+    reading: rank 0 is not cut off, and gets every record of both epochs, in order."""
+    data, records, feeder, runner = _demux_run(tmp_path, epochs=2)
+    got: dict[int, list[bytes]] = {}
+    reader = _read_as_rank(data, 0, 2, got)
+    time.sleep(2)
+    rank_ended_marker(demux_folder(data), 1).touch()
+    reader.join(30)
+    runner.join(30)
+    assert got == {0: records, 1: records}
+    assert feeder.join(10) and not runner.is_alive()
+
+
+def test_a_rank_that_opens_late_is_waited_for_not_taken_for_one_that_never_reads(tmp_path: Path) -> None:
+    data, records, feeder, runner = _demux_run(tmp_path, epochs=2)
+    got = [{}, {}]
+    readers = [_read_as_rank(data, 0, 2, got[0]), _read_as_rank(data, 1, 2, got[1], delay_s=3)]
+    for reader in readers:
+        reader.join(40)
+    runner.join(30)
+    for epoch in range(2):
+        assert len(got[0][epoch]) == len(got[1][epoch]) == 100  # equal counts, dealt to both
+        assert Counter(got[0][epoch] + got[1][epoch]) == Counter(records)
+    assert feeder.join(10)
+
+
+def test_a_channel_no_rank_reads_is_never_opened(tmp_path: Path) -> None:
+    """AWS's unread `validation`: the source FIFO stays unopened (SageMaker's writer just waits)."""
+    data, records, feeder, runner = _demux_run(tmp_path, epochs=1)
+    for rank in (0, 1):
+        rank_ended_marker(demux_folder(data), rank).touch()
+    runner.join(10)
+    assert not runner.is_alive()
+    assert not feeder.join(0.5)  # the writer still waits for a reader of c_0
+    fd = os.open(data / "c_0", os.O_RDONLY)  # let the feeder finish: the epoch is all there
+    while os.read(fd, 1 << 20):
+        pass
+    os.close(fd)
+    assert feeder.join(10)
+
+
 @pytest.mark.parametrize("fmt", list(RecordFormat))
 def test_demultiplexer_deals_equal_counts_and_reports_the_rest(tmp_path: Path, fmt: RecordFormat) -> None:
     records = _write_objects(tmp_path / "src", ["o"], 31, fmt)
@@ -259,7 +352,7 @@ def test_demultiplexer_deals_equal_counts_and_reports_the_rest(tmp_path: Path, f
     result = demux_epoch(data / "c_0", targets, fmt, rank_wait_s=5.0, source_wait_s=10)
     for reader in readers:
         reader.join(10)
-    assert result.records == (15, 15) and result.left_over == 1
+    assert result.records == {0: 15, 1: 15} and result.left_over == 1
     assert got[0] == records[0:15] and got[1] == records[15:30]  # the last round in equal blocks, one left over
 
 
@@ -274,7 +367,7 @@ def test_demultiplexer_deals_a_last_line_without_a_newline_like_the_readers(tmp_
     result = demux_epoch(data / "c_0", targets, RecordFormat.LINES, rank_wait_s=5.0, source_wait_s=10)
     for reader in readers:
         reader.join(10)
-    assert result.records == (4, 4) and result.left_over == 0
+    assert result.records == {0: 4, 1: 4} and result.left_over == 0
     assert sorted(got[0] + got[1]) == sorted(records) and records[-1] in got[0] + got[1]
 
 

@@ -1,8 +1,11 @@
 """Horovod's whole Keras API with tf_keras `fit`: DistributedOptimizer and every callback (broadcast,
 metric average, learning-rate warmup and schedule) must leave every rank with identical weights and
 identical (averaged) losses. Writes `weights-<rank>.json` (digest, losses, learning rates per epoch)
-to SM_OUTPUT_DATA_DIR."""
+to SM_OUTPUT_DATA_DIR. With --horovod-keras it imports `horovod.keras` (Horovod's Keras docs, AWS's
+Horovod examples) instead of `horovod.tensorflow.keras`, and rank 0 saves the model and loads it back
+with `hvd.load_model`."""
 import os
+import sys
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -11,7 +14,10 @@ import json  # noqa: E402
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-import horovod.tensorflow.keras as hvd  # noqa: E402
+if "--horovod-keras" in sys.argv:
+    import horovod.keras as hvd  # noqa: E402
+else:
+    import horovod.tensorflow.keras as hvd  # noqa: E402
 
 hvd.init()
 tf.random.set_seed(200 + hvd.rank())
@@ -37,7 +43,15 @@ history = model.fit(x, y, batch_size=32, epochs=3, verbose=0, callbacks=[
     MetricLines(),
 ])
 digest = hashlib.sha256(b"".join(w.numpy().tobytes() for w in model.weights)).hexdigest()
+loaded_optimizer = None
+if "--horovod-keras" in sys.argv and hvd.rank() == 0:
+    path = os.path.join(os.environ["SM_MODEL_DIR"], "model.h5")
+    model.save(path)
+    loaded = hvd.load_model(path)
+    loaded_optimizer = f"{type(loaded.optimizer).__module__}.{type(loaded.optimizer).__name__}"
+    assert hashlib.sha256(b"".join(w.numpy().tobytes() for w in loaded.weights)).hexdigest() == digest
 with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], f"weights-{hvd.rank()}.json"), "w") as f:
     json.dump({"rank": hvd.rank(), "size": hvd.size(), "host": os.environ["SM_CURRENT_HOST"], "digest": digest,
                "losses": [float(v) for v in history.history["loss"]], "initial_lr": LR,
-               "lr": [float(v) for v in history.history["lr"]]}, f)
+               "lr": [float(v) for v in history.history["lr"]], "loaded_optimizer": loaded_optimizer,
+               "api": hvd.__name__}, f)

@@ -1,9 +1,18 @@
-"""The host's Pipe-mode demultiplexer: one channel's FIFO, dealt to the host's P local ranks.
+"""The host's Pipe-mode demultiplexer: one channel's FIFO, dealt to the host's local ranks that read it.
 
 Horovod ranks on one host must not share a FIFO. When SageMaker gives one FIFO per epoch for a
 channel, `train` starts this process per channel; it reads `<data>/<C>_<e>` and deals whole
 records round-robin to `<data>/.smtrain-pipes/<C>-<r>_<e>`, which local rank r reads as its own
-channel. Records are dealt in rounds: each rank gets a block of k consecutive records (k: about
+channel.
+
+Which ranks read the channel it learns from them, the same way every run: before the first epoch it
+waits until each local rank has either opened its FIFO (a reader) or ended without (the rank
+launcher's mark, smtrain.plan.pipes.rank_ended_marker), however long that takes; a rank that starts
+late is waited for, not taken for one that never reads. The readers of epoch 0 are the readers of
+every epoch. A channel that no rank reads is never opened (SageMaker's writer waits, as in its own
+containers); one that one rank reads is passed to it byte for byte as it comes (`os.splice`: the
+speed of a direct read; that rank's reader checks the records); several readers are dealt records.
+Records are dealt in rounds: each rank gets a block of k consecutive records (k: about
 BLOCK_BYTES of records, fixed by the epoch's first record, so that the same stream is always dealt
 the same way - a count-based resume relies on it), passed on with one write per block rather than
 per record. Every rank gets the same number of records in an epoch: the last, unfinished round is
@@ -35,10 +44,10 @@ from typing import NamedTuple, Optional, Sequence
 
 from ..common.console import log, set_prefix
 from ..pipes import PipeError, open_fifo
+from ..plan.pipes import demux_folder, demux_prefix, rank_ended_marker
 from .fingerprints import Fingerprints, fingerprint
 from .records import CorruptRecord, RecordFormat, RecordSplitter, payload, write_pieces, write_spans
 
-FOLDER = ".smtrain-pipes"
 PIPE_SIZE = 1 << 20  # per rank: smooths out the dealing without holding much
 F_SETPIPE_SZ = 1031
 BLOCK_BYTES = 16 << 10  # records per rank per round: about this much (one write each)
@@ -48,28 +57,54 @@ Span = tuple[int, int]
 
 
 class EpochResult(NamedTuple):
-    records: tuple[int, ...]  # records dealt to each rank
+    records: dict[int, int]  # records dealt to each reading rank (nothing when passed through)
     dropped: tuple[int, ...]  # ranks that never opened their FIFO or went away
     left_over: int = 0  # records at the epoch's end too few for one more round, not dealt
+    passed_bytes: Optional[int] = None  # one reader: the bytes passed to it (None: records were dealt)
 
 
-def rank_prefix(data_dir: Path, channel: str, local_rank: int) -> Path:
-    return data_dir / FOLDER / f"{channel}-{local_rank}"
+def _try_open_target(path: Path) -> Optional[int]:
+    """A rank's FIFO opened for writing, if the rank has it open for reading; else None."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno != errno.ENXIO:
+            raise
+        return None
+    os.set_blocking(fd, True)
+    _enlarge(fd)
+    return fd
 
 
 def _open_target(path: Path, deadline: float) -> Optional[int]:
     """Open a rank's FIFO for writing once the rank has opened it; None if it has not by `deadline`."""
     while True:
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as e:
-            if e.errno != errno.ENXIO or time.monotonic() >= deadline:
-                return None
-            time.sleep(0.005)
-            continue
-        os.set_blocking(fd, True)
-        _enlarge(fd)
-        return fd
+            fd = _try_open_target(path)
+        except OSError:
+            return None
+        if fd is not None or time.monotonic() >= deadline:
+            return fd
+        time.sleep(0.005)
+
+
+def settle_readers(targets: dict[int, Path], markers: dict[int, Path], poll_s: float = 0.02) -> dict[int, int]:
+    """Wait until each rank has opened its FIFO in `targets` or ended (its file in `markers` exists);
+    the FIFOs of those that opened, open for writing. No time bound: a rank may train for hours before
+    it reads a channel, and the job's end stops this process."""
+    opened: dict[int, int] = {}
+    pending = set(targets)
+    while pending:
+        for rank in sorted(pending):
+            fd = _try_open_target(targets[rank])
+            if fd is not None:
+                opened[rank] = fd
+                pending.discard(rank)
+            elif markers[rank].exists():
+                pending.discard(rank)
+        if pending:
+            time.sleep(poll_s)
+    return opened
 
 
 def _enlarge(fd: int) -> None:
@@ -96,25 +131,34 @@ def deal(spans: Sequence[Span], ranks: Sequence[int], block: int) -> dict[int, l
     return dealt
 
 
-def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_wait_s: float,
-                source_wait_s: float, drop: Optional[Fingerprints] = None) -> EpochResult:
-    """Deal one epoch; `drop`: records to leave out (a resumed shuffled epoch's consumed ones)."""
+def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_wait_s: float,
+                source_wait_s: float, drop: Optional[Fingerprints] = None,
+                opened: Optional[dict[int, int]] = None) -> EpochResult:
+    """Deal one epoch to the ranks in `targets` (their FIFOs; those in `opened` already open for
+    writing); `drop`: records to leave out (a resumed shuffled epoch's consumed ones). The source is
+    opened only when some rank reads."""
     deadline = time.monotonic() + rank_wait_s
-    fds: list[Optional[int]] = [_open_target(t, deadline) for t in targets]
-    counts = [0] * len(targets)
-    for rank, fd in enumerate(fds):
-        if fd is None:
-            log(f"{targets[rank].name}: rank {rank} did not open its FIFO within {rank_wait_s:g} s; dropping it")
+    fds: dict[int, Optional[int]] = {r: (opened or {}).get(r) for r in sorted(targets)}
+    for rank in fds:
+        if fds[rank] is None:
+            fds[rank] = _open_target(targets[rank], deadline)
+            if fds[rank] is None:
+                log(f"{targets[rank].name}: rank {rank} did not open its FIFO within {rank_wait_s:g} s; dropping it")
+    live = [r for r, fd in fds.items() if fd is not None]
+    counts = {r: 0 for r in live}
+    if not live:
+        return EpochResult(counts, tuple(fds))
     try:
         src = open_fifo(str(source), source_wait_s)
     except PipeError:
-        for fd in fds:
+        for fd in fds.values():
             if fd is not None:
                 os.close(fd)
         raise
     _enlarge(src)  # fewer, larger reads from the source: SageMaker's FIFO has the default 64 KiB
+    if len(live) == 1 and drop is None:
+        return _pass_through(src, live[0], fds, targets[live[0]].name)
     splitter = RecordSplitter(fmt, check_crc=False)  # the ranks check CRCs; here only framing matters
-    live = [r for r, fd in enumerate(fds) if fd is not None]
     block = 0
     left_over = 0
 
@@ -189,10 +233,31 @@ def demux_epoch(source: Path, targets: Sequence[Path], fmt: RecordFormat, rank_w
                     pass
     finally:
         os.close(src)
-        for fd in fds:
+        for fd in fds.values():
             if fd is not None:
                 os.close(fd)
-    return EpochResult(tuple(counts), tuple(r for r, fd in enumerate(fds) if fd is None), left_over)
+    return EpochResult(counts, tuple(r for r, fd in fds.items() if fd is None), left_over)
+
+
+def _pass_through(src: int, rank: int, fds: dict[int, Optional[int]], name: str) -> EpochResult:
+    """The one reading rank gets the stream as it comes, in the kernel (splice), until its end."""
+    target = fds[rank]
+    assert target is not None
+    passed = 0
+    try:
+        while True:
+            moved = os.splice(src, target, PIPE_SIZE)
+            if not moved:
+                break
+            passed += moved
+    except BrokenPipeError:
+        log(f"{name}: rank {rank} went away; dropping it")
+        fds[rank] = None
+    finally:
+        os.close(src)
+        os.close(target)
+    return EpochResult({} if fds[rank] is None else {rank: 0}, tuple(r for r, fd in fds.items() if fd is None),
+                       passed_bytes=passed)
 
 
 def consumed_before_restart(checkpoint_dir: Path, channel: str, ranks: range) -> Optional[Fingerprints]:
@@ -214,26 +279,48 @@ def consumed_before_restart(checkpoint_dir: Path, channel: str, ranks: range) ->
 
 def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s: float,
         source_wait_s: float, epochs: Optional[int] = None, drop: Optional[Fingerprints] = None) -> None:
-    """Deal epoch after epoch; `drop` applies to the first (FIFO 0: a restarted job's resumed epoch)."""
-    (data_dir / FOLDER).mkdir(parents=True, exist_ok=True)
+    """Deal epoch after epoch to the ranks that read epoch 0; `drop` applies to the first (FIFO 0: a
+    restarted job's resumed epoch). Ends when no rank reads any more."""
+    folder = demux_folder(data_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    readers: Optional[list[int]] = None
     for epoch in itertools.count() if epochs is None else range(epochs):
-        targets = [Path(f"{rank_prefix(data_dir, channel, r)}_{epoch}") for r in range(ranks)]
-        for t in targets:
+        targets = {r: Path(f"{demux_prefix(data_dir, channel, r)}_{epoch}")
+                   for r in (range(ranks) if readers is None else readers)}
+        for t in targets.values():
             t.unlink(missing_ok=True)
             os.mkfifo(t)
         try:
-            result = demux_epoch(data_dir / f"{channel}_{epoch}", targets, fmt, rank_wait_s, source_wait_s,
-                                 drop if epoch == 0 else None)
+            opened = None
+            if readers is None:
+                opened = settle_readers(targets, {r: rank_ended_marker(folder, r) for r in targets})
+                readers = sorted(opened)
+                log(f"{channel}: read by local rank{'s' if len(readers) > 1 else ''} {', '.join(map(str, readers))}"
+                    if readers else f"{channel}: no local rank reads it; its FIFO is left unopened")
+                if not readers:
+                    return
+            result = demux_epoch(data_dir / f"{channel}_{epoch}", {r: targets[r] for r in readers}, fmt, rank_wait_s,
+                                 source_wait_s, drop if epoch == 0 else None, opened)
         finally:
-            for t in targets:
+            for t in targets.values():
                 t.unlink(missing_ok=True)
-        log(f"{channel} epoch {epoch}: dealt {sum(result.records)} records as {list(result.records)}"
-            + (f"; {result.left_over} left over at the end (fewer than one per rank) were not dealt"
-               if result.left_over else "")
-            + (f"; left out {drop.dropped} consumed before the restart" if drop is not None and epoch == 0 else ""))
+        if not result.records:
+            log(f"{channel} epoch {epoch}: no rank read it")
+        elif result.passed_bytes is not None:
+            log(f"{channel} epoch {epoch}: passed {result.passed_bytes} bytes to rank {next(iter(result.records))}")
+        else:
+            log(f"{channel} epoch {epoch}: dealt {sum(result.records.values())} records as {list(result.records.values())}"
+                + (f" to ranks {list(result.records)}" if list(result.records) != list(range(ranks)) else "")
+                + (f"; {result.left_over} left over at the end (fewer than one per rank) were not dealt"
+                   if result.left_over else "")
+                + (f"; left out {drop.dropped} consumed before the restart" if drop is not None and epoch == 0 else ""))
         if drop is not None and epoch == 0 and drop.missing:
             log(f"{channel}: {drop.missing} of the {drop.total} records consumed before the restart did not come "
                 "again in FIFO 0 (did the data change?)")
+        readers = [r for r in readers if r not in result.dropped]
+        if not readers:
+            log(f"{channel}: no rank reads it any more")
+            return
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

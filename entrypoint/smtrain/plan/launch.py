@@ -15,7 +15,7 @@ from ..config.model import HostFacts, InputMode, Strategy, TrainingConfig
 from ..config.secrets import Redactor
 from ..rank.contract import RANK_CONTRACT_ENV, RankContract, without_internals
 from .mpirun import MpiLayout, layout, mpirun_command
-from .pipes import PipeAssignment, PipeChannel, PipeMode, assign_pipes, pipe_env
+from .pipes import PipeAssignment, PipeChannel, PipeMode, assign_pipes, demux_folder, pipe_env
 from .program import ProgramLaunch, plan_program
 from .smenv import process_env_vars, sm_env_vars
 from .tfconfig import Task, container_env, tasks_of, tf_config
@@ -183,9 +183,9 @@ def _strategy_plan(config: TrainingConfig, python: str, pipes: tuple[PipeAssignm
     )
 
 
-def plan_pipes(config: TrainingConfig, ranks_per_host: int, mpi: bool) -> tuple[PipeAssignment, ...]:
+def plan_pipes(config: TrainingConfig, ranks_per_host: int, mpi: bool, world_size: int = 0) -> tuple[PipeAssignment, ...]:
     channels = [PipeChannel(c.name, c.record_format) for c in config.channels if c.mode is InputMode.PIPE]
-    return assign_pipes(channels, config.paths.input_data_dir, ranks_per_host, mpi)
+    return assign_pipes(channels, config.paths.input_data_dir, ranks_per_host, mpi, world_size)
 
 
 class DemuxResume(NamedTuple):
@@ -242,7 +242,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         pythonpath += ":" + config.environ["PYTHONPATH"]
     mpi = _mpi_plan(config, facts, role) if role is not Role.SINGLE and config.mpi.enabled else None
     ranks_per_host = mpi.layout.processes_per_host if mpi else 1
-    pipes = plan_pipes(config, ranks_per_host, mpi is not None)
+    pipes = plan_pipes(config, ranks_per_host, mpi is not None, mpi.layout.num_processes if mpi else 1)
     resume = DemuxResume(
         config.checkpoint_dir,
         mpi.layout.hosts.index(config.resources.current_host) * ranks_per_host
@@ -294,7 +294,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         requirements=requirements if launch.fetch_from or facts.code.has_requirements else None,
         folders=(config.paths.model_dir, config.paths.output_data_dir, config.checkpoint_dir,
                  *([config.tensorboard_dir] if config.tensorboard_dir else [])),
-        cleared=(config.paths.base / "pipe_state",),  # PipeModeDataset's FIFO numbers (sagemaker_tensorflow)
+        # PipeModeDataset's FIFO numbers (sagemaker_tensorflow); the demultiplexers' FIFOs and rank-ended marks
+        cleared=(config.paths.base / "pipe_state", demux_folder(config.paths.input_data_dir)),
         grace_period_s=config.grace_period_s,
         stall_timeout_s=config.stall_timeout_s,
         failure_file=config.paths.failure_file,

@@ -1,9 +1,17 @@
 """Which FIFOs each rank reads (pure). The rules (shared/DESIGN.md, Contract: Pipe mode):
 
 - Without MPI, or one process per host: the program reads each Pipe channel `C` directly.
-- Under MPI with P processes per host, for a logical channel `C`: when channels `C-0 ... C-(P-1)`
-  are all in Pipe mode, local rank r reads `C-r` (SageMaker feeds each rank its own channel);
-  otherwise the host's demultiplexer (smtrain.data.demux) reads `C` and deals its records to the ranks.
+- Per-rank channels, read by one rank each, directly and in full: a group `C-0 ... C-(N-1)` or
+  `C_0 ... C_(N-1)` (AWS's Horovod + Pipe-mode examples) all in Pipe mode, numbered by global rank
+  (N = the job's ranks, more than one host's) or else by local rank (N = ranks per host). Rank r
+  reads its own member as `C` (`SM_PIPE_C`) and under its own name (`SM_PIPE_C_0` ...: every member
+  is a direct channel, read by whichever rank asks for it). A channel of the same name as a group's
+  `C` is left to the group.
+- Every other Pipe channel under MPI with P >= 2 processes per host: the host's demultiplexer
+  (smtrain.data.demux) reads `C` and deals its records to the local ranks that read it. Which ranks
+  read it it learns from the ranks themselves: before the first epoch, it waits until every local
+  rank has opened its FIFO or ended (the rank launcher marks the end, `rank_ended_marker`). A channel
+  that one rank reads is passed to it as it comes; one that no rank reads is never opened.
 
 Every rank finds its FIFO prefix in `SM_PIPE_<C>` (epoch e at `<prefix>_<e>`) and the record
 format in `SM_PIPE_FORMAT_<C>`. The rank launcher gets the assignments in its RankContract (smtrain.rank.contract).
@@ -18,7 +26,10 @@ from typing import NamedTuple, Sequence
 from ..data.records import RecordFormat
 
 DEMUX_FOLDER = ".smtrain-pipes"
-_RANK_CHANNEL = re.compile(r"^(.+)-(\d+)$")
+_RANK_CHANNEL = re.compile(r"^(.+?)([-_])(0|[1-9][0-9]*)$")
+
+__all__ = ["DEMUX_FOLDER", "PipeAssignment", "PipeChannel", "PipeMode", "assign_pipes", "demux_folder", "demux_prefix",
+           "pipe_env", "rank_ended_marker"]
 
 
 class PipeMode(enum.Enum):
@@ -36,37 +47,84 @@ class PipeAssignment(NamedTuple):
     channel: str  # the logical channel the program asks for
     mode: PipeMode
     record_format: RecordFormat
-    prefix: str  # "{local_rank}" in it is replaced by each rank's local rank
+    prefix: str  # "{local_rank}" / "{rank}" in it are replaced by each rank's local / global rank
 
-    def for_rank(self, local_rank: int) -> str:
-        return self.prefix.replace("{local_rank}", str(local_rank))
+    def for_rank(self, local_rank: int, rank: int = 0) -> str:
+        return self.prefix.replace("{local_rank}", str(local_rank)).replace("{rank}", str(rank))
 
 
-def assign_pipes(channels: Sequence[PipeChannel], data_dir: Path, ranks_per_host: int, mpi: bool) -> tuple[PipeAssignment, ...]:
-    by_name = {c.name: c for c in channels}
-    if not mpi:
-        return tuple(PipeAssignment(c.name, PipeMode.DIRECT, c.record_format, str(data_dir / c.name)) for c in channels)
-    logical = {m.group(1) for name in by_name if (m := _RANK_CHANNEL.match(name))}
-    per_rank = sorted(x for x in logical if all(f"{x}-{r}" in by_name for r in range(ranks_per_host)))
-    members = {f"{x}-{r}" for x in per_rank for r in range(ranks_per_host)}
-    assignments = [
-        PipeAssignment(x, PipeMode.PER_RANK, by_name[f"{x}-0"].record_format, str(data_dir / f"{x}-{{local_rank}}"))
-        for x in per_rank
-    ]
-    for c in channels:
-        if c.name in members or c.name in per_rank:
-            continue
-        if ranks_per_host == 1:
-            assignments.append(PipeAssignment(c.name, PipeMode.DIRECT, c.record_format, str(data_dir / c.name)))
+class _Group(NamedTuple):
+    """Per-rank channels `<name><sep><number>`, numbered by `by` ("rank" or "local_rank")."""
+
+    name: str
+    sep: str
+    by: str
+    members: tuple[str, ...]
+
+
+def _rank_groups(names: Sequence[str], ranks_per_host: int, world_size: int) -> list[_Group]:
+    numbers: dict[tuple[str, str], set[int]] = {}
+    for name in names:
+        match = _RANK_CHANNEL.match(name)
+        if match:
+            numbers.setdefault((match.group(1), match.group(2)), set()).add(int(match.group(3)))
+    groups = []
+    for (name, sep), found in sorted(numbers.items()):
+        if world_size > ranks_per_host and found >= set(range(world_size)):
+            by, count = "rank", world_size
+        elif found >= set(range(ranks_per_host)):
+            by, count = "local_rank", ranks_per_host
         else:
-            prefix = str(data_dir / DEMUX_FOLDER / f"{c.name}-{{local_rank}}")
+            continue
+        groups.append(_Group(name, sep, by, tuple(f"{name}{sep}{r}" for r in range(count))))
+    return groups
+
+
+def assign_pipes(channels: Sequence[PipeChannel], data_dir: Path, ranks_per_host: int, mpi: bool,
+                 world_size: int = 0) -> tuple[PipeAssignment, ...]:
+    """`world_size`: the job's ranks (default: one host's)."""
+    def direct(c: PipeChannel) -> PipeAssignment:
+        return PipeAssignment(c.name, PipeMode.DIRECT, c.record_format, str(data_dir / c.name))
+
+    if not mpi:
+        return tuple(direct(c) for c in channels)
+    by_name = {c.name: c for c in channels}
+    groups = _rank_groups(list(by_name), ranks_per_host, max(world_size, ranks_per_host))
+    assignments = [
+        PipeAssignment(g.name, PipeMode.PER_RANK, by_name[g.members[0]].record_format,
+                       str(data_dir / f"{g.name}{g.sep}{{{g.by}}}"))
+        for g in groups
+    ]
+    taken = {g.name for g in groups}
+    for c in channels:
+        if c.name in taken:
+            continue
+        if ranks_per_host == 1 or any(c.name in g.members for g in groups):
+            assignments.append(direct(c))
+        else:
+            prefix = str(demux_prefix(data_dir, c.name, "{local_rank}"))
             assignments.append(PipeAssignment(c.name, PipeMode.DEMUX, c.record_format, prefix))
     return tuple(assignments)
 
 
-def pipe_env(assignments: Sequence[PipeAssignment], local_rank: int) -> dict[str, str]:
+def pipe_env(assignments: Sequence[PipeAssignment], local_rank: int, rank: int = 0) -> dict[str, str]:
     env = {}
     for a in assignments:
-        env[f"SM_PIPE_{a.channel.upper()}"] = a.for_rank(local_rank)
+        env[f"SM_PIPE_{a.channel.upper()}"] = a.for_rank(local_rank, rank)
         env[f"SM_PIPE_FORMAT_{a.channel.upper()}"] = a.record_format.value
     return env
+
+
+def demux_folder(data_dir: Path) -> Path:
+    return data_dir / DEMUX_FOLDER
+
+
+def demux_prefix(data_dir: Path, channel: str, local_rank: "int | str") -> Path:
+    """Where the demultiplexer puts local rank `local_rank`'s FIFOs of `channel` (epoch e at `_<e>`)."""
+    return demux_folder(data_dir) / f"{channel}-{local_rank}"
+
+
+def rank_ended_marker(folder: Path, local_rank: int) -> Path:
+    """The file a rank launcher writes into the demultiplexers' `folder` when its program has ended:
+    they then know that this rank will open none of its FIFOs."""
+    return folder / f".ended-{local_rank}"

@@ -23,7 +23,7 @@ from ..common.signals import SignalWaker
 from ..config.defaults import DEFAULT_BASE_DIR, DEFAULT_GRACE_PERIOD_S
 from ..config.secrets import Redactor
 from ..progress import Counts
-from ..plan.pipes import pipe_env
+from ..plan.pipes import PipeMode, pipe_env, rank_ended_marker
 from ..run import control
 from ..run.supervise import supervise
 from ..run.watchdog import ProgressFile, dump_stacks
@@ -59,7 +59,7 @@ def rank_env(environ: Mapping[str, str], contract: Optional[RankContract]) -> di
     if host:
         env["SM_CURRENT_HOST"] = env["CURRENT_HOST"] = host
     if contract is not None:
-        env.update(pipe_env(contract.pipes, int(env.get("SM_LOCAL_RANK", "0"))))
+        env.update(pipe_env(contract.pipes, int(env.get("SM_LOCAL_RANK", "0")), int(env.get("SM_RANK", "0"))))
         if contract.stall_timeout_s > 0:  # the user's own setting wins
             env.setdefault(STALL_CHECK_ENV, str(check_interval_s(contract.stall_timeout_s)))
     env.update(cpu_threads(env, os.cpu_count() or 1))
@@ -189,6 +189,17 @@ class ProgressReporter:
         return True
 
 
+def mark_ended(contract: RankContract, local_rank: int) -> None:
+    """Tell this host's demultiplexers that this rank's program has ended: it reads no more FIFOs."""
+    folders = {Path(a.for_rank(local_rank)).parent for a in contract.pipes if a.mode is PipeMode.DEMUX}
+    for marker in {rank_ended_marker(folder, local_rank) for folder in folders}:
+        try:
+            marker.parent.mkdir(parents=True, exist_ok=True)
+            marker.touch()
+        except OSError as e:
+            console.log(f"cannot mark this rank's end for the demultiplexers ({marker}): {e.strerror}")
+
+
 def _both(first: Callable[[bytes], None], second: Callable[[bytes], None]) -> Callable[[bytes], None]:
     def call(data: bytes) -> None:
         first(data)
@@ -223,6 +234,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if progress_reporter is not None:
             progress_reporter.stop()
         progress.remove()
+        if contract is not None:
+            mark_ended(contract, int(env.get("SM_LOCAL_RANK", "0")))
     ended_at = time.time()  # wall clock: comparable across the job's hosts (NTP), unlike monotonic time
     if result.exit_code != 0:
         reporter.send(reporter.failure(
