@@ -203,14 +203,16 @@ _resumed: dict[str, "array[int]"] = {}
 
 
 def shuffled(channel: str, environ: Optional[Mapping[str, str]] = None) -> bool:
-    """Whether the channel has a ShuffleConfig ($SM_INPUT_DATA_CONFIG; a per-rank channel `C-r`
-    read as `C` counts as `C-0`)."""
+    """Whether the channel has a ShuffleConfig ($SM_INPUT_DATA_CONFIG; a per-rank channel read as `C`
+    counts as this rank's member: `C-r` or `C_r`, by local or global rank)."""
     environ = os.environ if environ is None else environ
     try:
         config = json.loads(environ.get("SM_INPUT_DATA_CONFIG") or "{}")
     except ValueError:
         return False
-    spec = config.get(channel) or config.get(f"{channel}-{environ.get('SM_LOCAL_RANK', '0')}") or {}
+    ranks = (environ.get("SM_LOCAL_RANK", "0"), environ.get("SM_RANK", "0"))
+    names = [channel, *(f"{channel}{sep}{rank}" for rank in ranks for sep in "-_")]
+    spec = next((config[name] for name in names if config.get(name)), {})
     return isinstance(spec, dict) and bool(spec.get("ShuffleConfig"))
 
 

@@ -223,6 +223,53 @@ def test_horovod_job_reading_through_pipe_mode(make_cluster, tmp_path: Path) -> 
     assert cluster.leftovers() == {}
 
 
+def test_aws_per_rank_channels_by_global_rank_on_two_hosts(make_cluster, tmp_path: Path) -> None:
+    """2 hosts x 2 ranks, AWS's layout numbered by global rank: SageMaker feeds every channel to every
+    host; rank g reads `train_g` (2 epochs) and `validation_g`, rank 0 alone reads `eval`. Each rank
+    gets exactly its channels' records, in order; channels no rank of a host reads stay unopened there."""
+    from smtrain.data.feeder import Feeder, channel_objects
+    from smtrain.data.records import encode_tfrecord
+
+    names = [f"train_{r}" for r in range(4)] + [f"validation_{r}" for r in range(4)] + ["validation", "eval"]
+    expected = {}
+    for i, name in enumerate(names):
+        expected[name] = [f"{name}:{j}".encode() * (1 + j % 5) for j in range(20 + i)]
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "part").write_bytes(b"".join(encode_tfrecord(r) for r in expected[name]))
+    cluster = make_cluster(2)
+    cluster.write_job({**MPI, "epochs": 2}, program=PROGRAMS / "pipe_rank_channels.py")
+    feeders = []
+    for host in cluster.hosts:
+        (host.ml / "input" / "config" / "inputdataconfig.json").write_text(json.dumps(
+            {n: {"TrainingInputMode": "Pipe", "ContentType": "application/x-tfrecord"} for n in names}))
+        data = host.ml / "input" / "data"
+        data.mkdir(parents=True, exist_ok=True)
+        feeders.append(Feeder(data, {n: channel_objects(str(tmp_path / n)) for n in names}, {n: None for n in names},
+                              epochs=2).start())
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    statuses = cluster.wait(240)
+    assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
+    for rank in range(4):
+        host = cluster.hosts[rank // 2]
+        out = host.ml / "output" / "data"
+
+        def got(channel: str, epoch: int) -> list[bytes]:
+            return [bytes.fromhex(x) for x in (out / f"got-{rank}-{channel}-{epoch}").read_text().split()]
+
+        assert got(f"train_{rank}", 0) == got(f"train_{rank}", 1) == expected[f"train_{rank}"]
+        assert got(f"validation_{rank}", 0) == expected[f"validation_{rank}"]
+    assert [p.name for p in (cluster.hosts[0].ml / "output" / "data").glob("got-*-eval-*")] == ["got-0-eval-0"]
+    assert (cluster.hosts[0].ml / "output" / "data" / "got-0-eval-0").read_text().split() == [r.hex() for r in expected["eval"]]
+    for host, feeder in zip(cluster.hosts, feeders):
+        feeder.stop.set()
+        feeder.join(10)
+        # a host feeds only what its own ranks read: algo-1 train_0/train_1, algo-2 train_2/train_3
+        mine = range(0, 2) if host.name == "algo-1" else range(2, 4)
+        assert {n for n, epochs in feeder.fed.items() if epochs} == (
+            {f"train_{r}" for r in mine} | {f"validation_{r}" for r in mine} | ({"eval"} if host.name == "algo-1" else set()))
+    assert cluster.leftovers() == {}
+
+
 @pytest.mark.parametrize("seed", [None, 3])
 def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path: Path, seed) -> None:
     """SIGTERM to both hosts mid-epoch: every rank stops at the same step, rank 0 saves every rank's

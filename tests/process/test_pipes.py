@@ -2,6 +2,7 @@
 through the real `train` (single-host MPI), and the rules that assign FIFOs to ranks."""
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -496,3 +497,60 @@ def test_a_resumed_shuffled_channel_drops_the_restored_fingerprints_in_any_order
     assert rest == [r for r in records if r not in consumed]
     journal = list(pipes.consumed_fingerprints("train", 4 + 2))  # the next checkpoint: old ones, then new
     assert journal == [fingerprint(r) for r in consumed + rest[:2]]
+
+
+# -- AWS's per-rank channel layout through the real train, 1 host x 2 ranks --------------------------------
+def _aws_layout_job(tmp_path: Path, names: list[str], epochs: int, **hyperparameters: str):
+    channels = {n: {"TrainingInputMode": "Pipe", "ContentType": "application/x-tfrecord"} for n in names}
+    tree = make_tree(tmp_path / "ml", channels=channels, program="train.py", hyperparameters={
+        "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2", "epochs": str(epochs),
+        **{k: json.dumps(v) for k, v in hyperparameters.items()}})
+    tree.write_program("train.py", (PROGRAMS / "pipe_rank_channels.py").read_text())
+    expected = {n: _write_objects(tmp_path / "src" / n, [f"{n}.{i}" for i in range(2)], 37 + 11 * i)
+                for i, n in enumerate(names)}
+    data = tree.base / "input" / "data"
+    data.mkdir(parents=True)
+    feeder = Feeder(data, {n: channel_objects(str(tmp_path / "src" / n)) for n in names}, {n: None for n in names},
+                    epochs=epochs).start()
+    return tree, expected, feeder
+
+
+def _got(tree, rank: int, channel: str, epoch: int) -> list[bytes]:
+    path = tree.base / "output" / "data" / f"got-{rank}-{channel}-{epoch}"
+    return [bytes.fromhex(line) for line in path.read_text().split()]
+
+
+@pytest.mark.parametrize("sep", ["_", "-"])
+def test_aws_per_rank_channels_each_rank_reads_its_own_and_nothing_waits_on_unread_ones(tmp_path: Path, sep: str) -> None:
+    """Channels train_0, train_1, validation_0, validation_1, validation (read by no rank under
+    Horovod), eval (rank 0 alone, after training), all fed at once: every rank gets exactly its
+    channels' records, in order; the unread `validation` is never opened; the job ends 0."""
+    names = [f"train{sep}0", f"train{sep}1", f"validation{sep}0", f"validation{sep}1", "validation", "eval"]
+    tree, expected, feeder = _aws_layout_job(tmp_path, names, epochs=2, sep=sep)
+    started = time.monotonic()
+    done = run_train(tree, env=tree.env(SM_CONTROL_PORT="17320", SM_SYSTEM_MONITOR="off"), timeout=180)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr[-3000:]
+    assert time.monotonic() - started < 120
+    for rank in (0, 1):
+        for epoch in (0, 1):
+            assert _got(tree, rank, f"train{sep}{rank}", epoch) == expected[f"train{sep}{rank}"]
+        assert _got(tree, rank, f"validation{sep}{rank}", 0) == expected[f"validation{sep}{rank}"]
+    assert _got(tree, 0, "eval", 0) == expected["eval"]  # all of it, in order, to the one rank that reads it
+    assert not (tree.base / "output" / "data" / "got-1-eval-0").exists()
+    assert "[demux eval] eval: read by local rank 0" in stderr
+    assert (tree.base / "input" / "data" / "validation_0").exists()  # SageMaker's writer still waits
+    feeder.stop.set()
+    feeder.join(10)
+    assert feeder.fed["validation"] == 0 and feeder.fed["eval"] == 1
+
+
+def test_a_channel_every_rank_reads_is_dealt_in_equal_counts(tmp_path: Path) -> None:
+    tree, expected, feeder = _aws_layout_job(tmp_path, ["train"], epochs=2, shared="train")
+    done = run_train(tree, env=tree.env(SM_CONTROL_PORT="17321", SM_SYSTEM_MONITOR="off"), timeout=180)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert feeder.join(10)
+    for epoch in (0, 1):
+        got = [_got(tree, rank, "train", epoch) for rank in (0, 1)]
+        assert len(got[0]) == len(got[1]) == len(expected["train"]) // 2
+        assert Counter(got[0] + got[1]) == Counter(expected["train"])
