@@ -36,6 +36,8 @@ __all__ = ["cpu_threads", "main", "rank_env"]
 
 # Tells the stall watchdog when the rank calls Horovod's init and returns from it (startup/sitecustomize.py).
 STARTUP_HOOK = str(Path(__file__).resolve().parent / "startup")
+# Horovod's stall inspector interval, set for the ranks when the stall watchdog is on (rank.collectives).
+STALL_CHECK_ENV = "HOROVOD_STALL_CHECK_TIME_SECONDS"
 
 
 def local_host(environ: Mapping[str, str]) -> Optional[str]:
@@ -64,9 +66,6 @@ def rank_env(environ: Mapping[str, str], contract: Optional[RankContract]) -> di
             env.setdefault(STALL_CHECK_ENV, str(check_interval_s(contract.stall_timeout_s)))
     env.update(cpu_threads(env, os.cpu_count() or 1))
     return env
-
-
-STALL_CHECK_ENV = "HOROVOD_STALL_CHECK_TIME_SECONDS"
 
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
