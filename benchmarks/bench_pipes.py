@@ -7,11 +7,19 @@
                    fingerprint's own cost per record is timed apart (fingerprints.fingerprint on the
                    records' payloads: the difference of two stream timings is below this VM's noise)
   native dataset   smtrain.pipes.dataset (tf.data, smtrain's native op) iterated in batches of 256
+  batched dataset  smtrain.pipes.dataset(batch_size=N): the native op frames whole batches in C++
   python dataset   the same through the Python fallback (SMTRAIN_NATIVE_PIPES=0)
   TFRecordDataset  tf.data.TFRecordDataset on a regular (cached) file, iterated in batches of 256
-  demux P=n        feeder -> demultiplexer -> n reader processes; total, against one reader
+                   (N for the small records: TFRecordDataset(file).batch(N))
+  demux P=n        feeder -> demultiplexer -> n reader processes; total, against one reader (for the
+                   small records each reader reads batches: against one batched reader)
+  parse pipe/file  the end-to-end figure for small records: DeepFM-shaped tf.train.Examples (39 int64
+                   ids, 39 float values, a label) through batch -> tf.io.parse_example, from the Pipe
+                   (batched dataset) and from a cached file (TFRecordDataset(file).batch(N))
 
-    /opt/smtrain/venv/bin/python benchmarks/bench_pipes.py [--mb 512] [--repeat 5]
+Records of 100 KiB and 100 bytes get every method; 1 KiB the batched ones; N = --batch (1024).
+
+    /opt/smtrain/venv/bin/python benchmarks/bench_pipes.py [--mb 512] [--repeat 5] [--batch 1024]
 
 Each figure is the median of --repeat runs (this VM's throughput varies by up to 2x between runs).
 """
@@ -43,6 +51,15 @@ from smtrain import pipes
 print("ready", flush=True)
 n = sum(1 for _ in pipes.records("c", 0, environ={"SM_PIPE_C": sys.argv[1], "SM_PIPE_FORMAT_C": "tfrecord"}))
 print(n)
+"""
+BATCHED_READER = """
+import os, sys
+os.environ.update(TF_CPP_MIN_LOG_LEVEL="2", SM_PIPE_C=sys.argv[1], SM_PIPE_FORMAT_C="tfrecord")
+from smtrain import pipes
+import tensorflow as tf
+tf.data.Dataset.range(1).reduce(0, lambda a, b: a)
+print("ready", flush=True)
+print(sum(int(b.shape[0]) for b in pipes.dataset("c", batch_size=int(sys.argv[2]), timeout=60)))
 """
 
 
@@ -91,13 +108,57 @@ def time_reader(data: Path, source: Path, count: int, shuffled: bool = False) ->
     return elapsed
 
 
-def time_reader_dataset(data: Path, source: Path, count: int, native: bool) -> float:
+def time_reader_dataset(data: Path, source: Path, count: int, native: bool, batch: int = 0) -> float:
+    """`batch` > 0: the batched source (batches of `batch` framed by the native op)."""
     feeder = fed(data, source)
     os.environ.update(SM_PIPE_C=str(data / "c"), SM_PIPE_FORMAT_C="tfrecord", SMTRAIN_NATIVE_PIPES=str(int(native)))
     start = time.perf_counter()
-    n = sum(int(b.shape[0]) for b in pipes.dataset("c").batch(256))
+    batches = pipes.dataset("c", batch_size=batch) if batch else pipes.dataset("c").batch(256)
+    n = sum(int(b.shape[0]) for b in batches)
     elapsed = time.perf_counter() - start
     feeder.join(30)
+    assert n == count
+    return elapsed
+
+
+def deepfm_examples(path: Path, count: int) -> None:
+    """DeepFM-shaped tf.train.Examples: 39 int64 feature ids, 39 float values, a label."""
+    import numpy as np
+    import tensorflow as tf
+
+    rng = np.random.default_rng(0)
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for _ in range(count):
+            writer.write(tf.train.Example(features=tf.train.Features(feature={
+                "ids": tf.train.Feature(int64_list=tf.train.Int64List(value=rng.integers(0, 1 << 20, 39))),
+                "values": tf.train.Feature(float_list=tf.train.FloatList(value=rng.random(39))),
+                "label": tf.train.Feature(float_list=tf.train.FloatList(value=[float(rng.integers(0, 2))])),
+            })).SerializeToString())
+
+
+def parse_deepfm(batch):
+    import tensorflow as tf
+
+    return tf.io.parse_example(batch, {"ids": tf.io.FixedLenFeature([39], tf.int64),
+                                       "values": tf.io.FixedLenFeature([39], tf.float32),
+                                       "label": tf.io.FixedLenFeature([1], tf.float32)})
+
+
+def time_parse(data: Path, source: Path, count: int, batch: int, pipe: bool) -> float:
+    """Records/s users feel: batch -> parse_example, from the Pipe or from a cached file."""
+    import tensorflow as tf
+
+    if pipe:
+        feeder = fed(data, source)
+        os.environ.update(SM_PIPE_C=str(data / "c"), SM_PIPE_FORMAT_C="tfrecord", SMTRAIN_NATIVE_PIPES="1")
+        batches = pipes.dataset("c", batch_size=batch)
+    else:
+        batches = tf.data.TFRecordDataset(str(source)).batch(batch)
+    start = time.perf_counter()
+    n = sum(int(b["label"].shape[0]) for b in batches.map(parse_deepfm, num_parallel_calls=2).prefetch(2))
+    elapsed = time.perf_counter() - start
+    if pipe:
+        feeder.join(30)
     assert n == count
     return elapsed
 
@@ -114,24 +175,28 @@ def fingerprint_seconds(record_size: int, count: int = 2000) -> float:
     return statistics.median(passes)
 
 
-def time_tfrecorddataset(source: Path, count: int) -> float:
+def time_tfrecorddataset(source: Path, count: int, batch: int = 256) -> float:
     import tensorflow as tf
 
     start = time.perf_counter()
-    n = sum(int(b.shape[0]) for b in tf.data.TFRecordDataset(str(source)).batch(256))
+    n = sum(int(b.shape[0]) for b in tf.data.TFRecordDataset(str(source)).batch(batch))
     elapsed = time.perf_counter() - start
     assert n == count
     return elapsed
 
 
-def time_demux(data: Path, source: Path, ranks: int, count: int) -> float:
-    targets = [data / f"r{r}_0" for r in range(ranks)]
-    for t in targets:
+def time_demux(data: Path, source: Path, ranks: int, count: int, batch: int = 0) -> float:
+    """`batch` > 0: each reader reads batches through the native op (else records through Python)."""
+    targets = {r: data / f"r{r}_0" for r in range(ranks)}
+    for t in targets.values():
         t.unlink(missing_ok=True)
         os.mkfifo(t)
     feeder = fed(data, source)
-    readers = [subprocess.Popen([sys.executable, "-c", READER, str(data / f"r{r}")], stdout=subprocess.PIPE, text=True)
-               for r in range(ranks)]
+    def argv(rank: int) -> list[str]:
+        prefix = str(data / f"r{rank}")
+        return [sys.executable, "-c", BATCHED_READER, prefix, str(batch)] if batch else [sys.executable, "-c", READER, prefix]
+
+    readers = [subprocess.Popen(argv(r), stdout=subprocess.PIPE, text=True) for r in range(ranks)]
     for p in readers:  # started and imported before the clock starts, as the one reader's process was
         assert p.stdout is not None and p.stdout.readline() == "ready\n"
     start = time.perf_counter()
@@ -139,14 +204,15 @@ def time_demux(data: Path, source: Path, ranks: int, count: int) -> float:
     got = sum(int(p.communicate()[0]) for p in readers)
     elapsed = time.perf_counter() - start
     feeder.join(30)
-    assert got == sum(result.records) == count - result.left_over
+    assert got == sum(result.records.values()) == count - result.left_over
     return elapsed
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--mb", type=int, default=512, help="stream size for 100-KiB records (100-byte: a fifth)")
+    parser.add_argument("--mb", type=int, default=512, help="stream size for 100-KiB records (100-byte, 1-KiB: a fifth)")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=1024, help="records per batch of the batched source (small records)")
     args = parser.parse_args()
     import tensorflow as tf
 
@@ -155,42 +221,70 @@ def main() -> None:
 
     if native_pipes() is None:
         sys.exit("bench_pipes: the native op is not built (scripts/build-native.sh); nothing to compare")
+    n = args.batch
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         print(f"{'records':<10}{'method':<20}{'MB/s':>9}{'records/s':>12}{'vs cat':>8}{'vs TFRecordDataset':>20}", flush=True)
         figures = {}
-        for size, mb in ((100 * 1024, args.mb), (100, args.mb // 5)):
+        for size, mb in ((100 * 1024, args.mb), (100, args.mb // 5), (1024, args.mb // 5)):
             source = data / f"src-{size}"
             count = make_file(source, size, mb)
             nbytes = source.stat().st_size
             subprocess.run(["cat", str(source)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
+            small = size < 100 * 1024
             measures = {
                 "cat": lambda: time_cat(data, source),
-                "reader": lambda: time_reader(data, source, count),
-                "reader shuffled": lambda: time_reader(data, source, count, shuffled=True),
-                "native dataset": lambda: time_reader_dataset(data, source, count, native=True),
-                "python dataset": lambda: time_reader_dataset(data, source, count, native=False),
-                "TFRecordDataset": lambda: time_tfrecorddataset(source, count),
-                "demux P=2": lambda: time_demux(data, source, 2, count),
-                "demux P=4": lambda: time_demux(data, source, 4, count),
+                "batched dataset": lambda: time_reader_dataset(data, source, count, native=True, batch=n),
+                "TFRecordDataset": lambda: time_tfrecorddataset(source, count, n if small else 256),
             }
+            if size != 1024:
+                measures.update({
+                    "reader": lambda: time_reader(data, source, count),
+                    "reader shuffled": lambda: time_reader(data, source, count, shuffled=True),
+                    "native dataset": lambda: time_reader_dataset(data, source, count, native=True),
+                    "python dataset": lambda: time_reader_dataset(data, source, count, native=False),
+                    "demux P=2": lambda: time_demux(data, source, 2, count, n if small else 0),
+                    "demux P=4": lambda: time_demux(data, source, 4, count, n if small else 0),
+                })
             samples: dict[str, list[float]] = {name: [] for name in measures}
             for _ in range(args.repeat):  # interleaved, so slow spells hit every method alike
                 for name, measure in measures.items():
                     samples[name].append(measure())
             times = {name: statistics.median(values) for name, values in samples.items()}
-            label = "100 KiB" if size > 100 else "100 B"
+            label = {100 * 1024: "100 KiB", 100: "100 B", 1024: "1 KiB"}[size]
             for method, seconds in times.items():
                 print(f"{label:<10}{method:<20}{nbytes / seconds / 1e6:>9.0f}{count / seconds:>12.0f}"
                       f"{times['cat'] / seconds:>8.2f}{times['TFRecordDataset'] / seconds:>20.2f}")
-            tag = "100KiB" if size > 100 else "100B"
+            tag = label.replace(" ", "")
+            figures[f"batched_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["batched dataset"]
+            figures[f"batched_vs_cat_{tag}"] = times["cat"] / times["batched dataset"]
+            if size == 1024:
+                source.unlink()
+                continue
+            figures[f"batched_vs_native_dataset_{tag}"] = times["native dataset"] / times["batched dataset"]
             figures[f"reader_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["reader"]
             figures[f"fingerprint_us_per_record_{tag}"] = fingerprint_seconds(size) * 1e6
             figures[f"dataset_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["native dataset"]
             figures[f"python_dataset_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["python dataset"]
-            figures[f"demux_p2_vs_reader_{tag}"] = times["reader"] / times["demux P=2"]
-            figures[f"demux_p4_vs_reader_{tag}"] = times["reader"] / times["demux P=4"]
+            one = times["batched dataset"] if small else times["reader"]
+            figures[f"demux_p2_vs_{'batched' if small else 'reader'}_{tag}"] = one / times["demux P=2"]
+            figures[f"demux_p4_vs_{'batched' if small else 'reader'}_{tag}"] = one / times["demux P=4"]
             source.unlink()
+        source = data / "deepfm"
+        count = 200_000 * args.mb // 512
+        deepfm_examples(source, count)
+        subprocess.run(["cat", str(source)], stdout=subprocess.DEVNULL, check=True)
+        parse = {"parse pipe": lambda: time_parse(data, source, count, n, pipe=True),
+                 "parse file": lambda: time_parse(data, source, count, n, pipe=False)}
+        samples = {name: [] for name in parse}
+        for _ in range(args.repeat):
+            for name, measure in parse.items():
+                samples[name].append(measure())
+        for name, values in samples.items():
+            print(f"{'DeepFM':<10}{name:<20}{source.stat().st_size / statistics.median(values) / 1e6:>9.0f}"
+                  f"{count / statistics.median(values):>12.0f}")
+        figures["parse_example_records_per_s_pipe"] = count / statistics.median(samples["parse pipe"])
+        figures["parse_example_pipe_vs_file"] = statistics.median(samples["parse file"]) / statistics.median(samples["parse pipe"])
     print_figures(figures)
 
 

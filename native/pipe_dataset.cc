@@ -355,7 +355,8 @@ Status OpenFifo(IteratorContext* ctx, const std::string& path, float timeout_s, 
 class PipeDataset : public DatasetBase {
  public:
   PipeDataset(OpKernelContext* ctx, std::string prefix, std::string channel, std::vector<int64_t> epochs,
-              int64_t skip, int64_t skip_corrupt, float timeout_s, std::string format_name, Format format)
+              int64_t skip, int64_t skip_corrupt, float timeout_s, int64_t batch_size, bool drop_remainder,
+              std::string format_name, Format format)
       : DatasetBase(DatasetContext(ctx)),
         prefix_(std::move(prefix)),
         channel_(std::move(channel)),
@@ -363,8 +364,13 @@ class PipeDataset : public DatasetBase {
         skip_(skip),
         skip_corrupt_(skip_corrupt),
         timeout_s_(timeout_s),
+        batch_size_(batch_size),
+        drop_remainder_(drop_remainder),
         format_name_(std::move(format_name)),
-        format_(format) {}
+        format_(format),
+        // A record is a scalar string; a batch a vector of them (of batch_size exactly with drop_remainder).
+        shapes_({batch_size == 0 ? PartialTensorShape({})
+                                 : PartialTensorShape({drop_remainder ? batch_size : int64_t{-1}})}) {}
 
   std::unique_ptr<IteratorBase> MakeIteratorInternal(const std::string& prefix) const override {
     return std::make_unique<Iterator>(Iterator::Params{this, prefix + "::SmtrainPipe"});
@@ -375,10 +381,7 @@ class PipeDataset : public DatasetBase {
     return *dtypes;
   }
 
-  const std::vector<PartialTensorShape>& output_shapes() const override {
-    static std::vector<PartialTensorShape>* shapes = new std::vector<PartialTensorShape>({{}});
-    return *shapes;
-  }
+  const std::vector<PartialTensorShape>& output_shapes() const override { return shapes_; }
 
   std::string DebugString() const override { return "SmtrainPipeDatasetOp::Dataset(" + prefix_ + ")"; }
 
@@ -390,17 +393,19 @@ class PipeDataset : public DatasetBase {
 
  protected:
   Status AsGraphDefInternal(SerializationContext*, DatasetGraphDefBuilder* b, Node** output) const override {
-    Node *prefix, *channel, *epochs, *skip, *skip_corrupt, *timeout;
+    Node *prefix, *channel, *epochs, *skip, *skip_corrupt, *timeout, *batch_size, *drop_remainder;
     TF_RETURN_IF_ERROR(b->AddScalar(tstring(prefix_), &prefix));
     TF_RETURN_IF_ERROR(b->AddScalar(tstring(channel_), &channel));
     TF_RETURN_IF_ERROR(b->AddVector(epochs_, &epochs));
     TF_RETURN_IF_ERROR(b->AddScalar(skip_, &skip));
     TF_RETURN_IF_ERROR(b->AddScalar(skip_corrupt_, &skip_corrupt));
     TF_RETURN_IF_ERROR(b->AddScalar(timeout_s_, &timeout));
+    TF_RETURN_IF_ERROR(b->AddScalar(batch_size_, &batch_size));
+    TF_RETURN_IF_ERROR(b->AddScalar(drop_remainder_, &drop_remainder));
     ::tensorflow::AttrValue format;
     b->BuildAttrValue(format_name_, &format);
-    return b->AddDataset(this, {prefix, channel, epochs, skip, skip_corrupt, timeout}, {{"record_format", format}},
-                         output);
+    return b->AddDataset(this, {prefix, channel, epochs, skip, skip_corrupt, timeout, batch_size, drop_remainder},
+                         {{"record_format", format}}, output);
   }
 
  private:
@@ -433,7 +438,48 @@ class PipeDataset : public DatasetBase {
 
    private:
     Status Next(IteratorContext* ctx, std::vector<Tensor>* out_tensors, bool* end_of_sequence) {
+      if (dataset()->batch_size_ > 0) return NextBatch(ctx, out_tensors, end_of_sequence);
       tstring record;
+      TF_RETURN_IF_ERROR(NextRecord(ctx, &record, end_of_sequence));
+      if (*end_of_sequence) return absl::OkStatus();
+      Tensor tensor(ctx->allocator({}), DT_STRING, TensorShape({}));
+      tensor.scalar<tstring>()() = std::move(record);
+      out_tensors->push_back(std::move(tensor));
+      return absl::OkStatus();
+    }
+
+    // Up to batch_size records, across FIFO reads and epochs, as one vector: the per-element cost of
+    // tf.data is paid once per batch. An error after some records of a batch comes with the next
+    // call, those records first (as the unbatched reader delivers the records before an error);
+    // with drop_remainder a short batch is never delivered.
+    Status NextBatch(IteratorContext* ctx, std::vector<Tensor>* out_tensors, bool* end_of_sequence) {
+      const PipeDataset* d = dataset();
+      std::vector<tstring> records;
+      records.reserve(d->batch_size_);
+      bool ended = false;
+      Status status;
+      while (static_cast<int64_t>(records.size()) < d->batch_size_) {
+        tstring record;
+        status = NextRecord(ctx, &record, &ended);
+        if (!status.ok() || ended) break;
+        records.push_back(std::move(record));
+      }
+      if (!status.ok() && (records.empty() || d->drop_remainder_)) return status;
+      const bool short_batch = static_cast<int64_t>(records.size()) < d->batch_size_;
+      if (records.empty() || (short_batch && d->drop_remainder_)) {
+        *end_of_sequence = true;
+        return absl::OkStatus();
+      }
+      failed_ = status;  // delivered at the next call, after these records
+      Tensor tensor(ctx->allocator({}), DT_STRING, TensorShape({static_cast<int64_t>(records.size())}));
+      auto flat = tensor.flat<tstring>();
+      for (size_t i = 0; i < records.size(); ++i) flat(i) = std::move(records[i]);
+      out_tensors->push_back(std::move(tensor));
+      *end_of_sequence = false;
+      return absl::OkStatus();
+    }
+
+    Status NextRecord(IteratorContext* ctx, tstring* record, bool* end_of_sequence) {
       bool got = false;
       while (true) {
         if (fd_ < 0) {
@@ -443,20 +489,17 @@ class PipeDataset : public DatasetBase {
           }
           TF_RETURN_IF_ERROR(OpenEpoch(ctx));
         }
-        TF_RETURN_IF_ERROR(Named(framer_->Next(&record, &got)));
+        TF_RETURN_IF_ERROR(Named(framer_->Next(record, &got)));
         if (got) break;
         if (!at_end_) {
           TF_RETURN_IF_ERROR(Read(ctx));
           continue;
         }
-        const Status finished = Named(framer_->Finish(&record, &got));
+        const Status finished = Named(framer_->Finish(record, &got));
         CloseEpoch();
         TF_RETURN_IF_ERROR(finished);
         if (got) break;
       }
-      Tensor tensor(ctx->allocator({}), DT_STRING, TensorShape({}));
-      tensor.scalar<tstring>()() = std::move(record);
-      out_tensors->push_back(std::move(tensor));
       *end_of_sequence = false;
       return absl::OkStatus();
     }
@@ -521,8 +564,11 @@ class PipeDataset : public DatasetBase {
   const int64_t skip_;
   const int64_t skip_corrupt_;
   const float timeout_s_;
+  const int64_t batch_size_;  // 0: one record per element
+  const bool drop_remainder_;
   const std::string format_name_;
   const Format format_;
+  const std::vector<PartialTensorShape> shapes_;
 };
 
 class PipeDatasetOp : public DatasetOpKernel {
@@ -543,7 +589,8 @@ class PipeDatasetOp : public DatasetOpKernel {
 
   void MakeDataset(OpKernelContext* ctx, DatasetBase** output) override {
     tstring prefix, channel;
-    int64_t skip = 0, skip_corrupt = 0;
+    int64_t skip = 0, skip_corrupt = 0, batch_size = 0;
+    bool drop_remainder = false;
     float timeout_s = 0;
     std::vector<int64_t> epochs;
     OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(ctx, "prefix", &prefix));
@@ -552,10 +599,13 @@ class PipeDatasetOp : public DatasetOpKernel {
     OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(ctx, "skip", &skip));
     OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(ctx, "skip_corrupt", &skip_corrupt));
     OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(ctx, "timeout_s", &timeout_s));
+    OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(ctx, "batch_size", &batch_size));
+    OP_REQUIRES_OK(ctx, ::tensorflow::data::ParseScalarArgument(ctx, "drop_remainder", &drop_remainder));
     OP_REQUIRES(ctx, skip >= 0 && skip_corrupt >= 0,
                 errors::InvalidArgument("skip and skip_corrupt must be >= 0, got ", skip, " and ", skip_corrupt));
+    OP_REQUIRES(ctx, batch_size >= 0, errors::InvalidArgument("batch_size must be >= 0, got ", batch_size));
     *output = new PipeDataset(ctx, std::string(prefix), std::string(channel), std::move(epochs), skip, skip_corrupt,
-                              timeout_s, format_name_, format_);
+                              timeout_s, batch_size, drop_remainder, format_name_, format_);
   }
 
  private:
@@ -572,6 +622,8 @@ REGISTER_OP("SmtrainPipeDataset")
     .Input("skip: int64")
     .Input("skip_corrupt: int64")
     .Input("timeout_s: float")
+    .Input("batch_size: int64")  // 0: scalar records; N: vectors of up to N records
+    .Input("drop_remainder: bool")
     .Output("handle: variant")
     .Attr("record_format: string")
     .SetIsStateful()  // a source dataset: never constant-folded (as TFRecordDataset)

@@ -362,24 +362,45 @@ def dataset(
     record_format: Format = None,
     timeout: float = DEFAULT_WAIT_S,
     chunk_mb: int = 16,
+    batch_size: int = 0,
+    drop_remainder: bool = False,
 ):  # -> tf.data.Dataset (TensorFlow is imported only here)
-    """A `tf.data.Dataset` of scalar `tf.string` records over `epochs` epochs from `start`.
+    """A `tf.data.Dataset` of scalar `tf.string` records over `epochs` epochs from `start`; with
+    `batch_size` N, of 1-D `tf.string` tensors of N records (the last may be shorter unless
+    `drop_remainder`), as `.batch(N, drop_remainder)` makes them, batches running on across epochs.
 
-    Read by smtrain's native tf.data op (smtrain.data.native) where it is built; else through Python:
-    TFRecord channels spool whole CRC-checked records from the FIFO into chunk files of `chunk_mb` in
-    shared memory (bounded: a few chunks at a time) that `tf.data.TFRecordDataset` reads; other
-    formats cross from Python in batches through `from_generator`."""
+    Read by smtrain's native tf.data op (smtrain.data.native) where it is built, which also frames
+    the batches in C++: for small records, batch here and parse the whole batch at once
+    (`tf.io.parse_example`), rather than `.batch()` a dataset of single records. Else through
+    Python: TFRecord channels spool whole CRC-checked records from the FIFO into chunk files of
+    `chunk_mb` in shared memory (bounded: a few chunks at a time) that `tf.data.TFRecordDataset`
+    reads; other formats cross from Python in batches through `from_generator`."""
     fmt = channel_format(channel, record_format)
-    return epochs_dataset(channel, range(start, start + epochs), fmt, fifo_prefix(channel), timeout, chunk_mb)
+    return epochs_dataset(channel, range(start, start + epochs), fmt, fifo_prefix(channel), timeout, chunk_mb,
+                          batch_size=batch_size, drop_remainder=drop_remainder)
 
 
 Epochs = Union[Sequence[int], Callable[[], Iterable[int]]]
 
 
 def epochs_dataset(channel: str, epochs: Epochs, fmt: RecordFormat, prefix: str,
-                   timeout: float = DEFAULT_WAIT_S, chunk_mb: int = 16, skip_corrupt: int = 0):
+                   timeout: float = DEFAULT_WAIT_S, chunk_mb: int = 16, skip_corrupt: int = 0,
+                   batch_size: int = 0, drop_remainder: bool = False):
     """The records of the FIFOs `<prefix>_<epoch>` for `epochs`: a sequence, or a function that gives
-    the epochs each time an iterator of the dataset is made (sagemaker_tensorflow.PipeModeDataset)."""
+    the epochs each time an iterator of the dataset is made (sagemaker_tensorflow.PipeModeDataset).
+    `batch_size` > 0: batches of records, as `dataset`'s."""
+    if batch_size < 0:
+        raise PipeError(f"channel {channel!r}: batch_size must be >= 0, got {batch_size}")
+    native = native_pipes()
+    if native is not None and batch_size and not callable(epochs):
+        return native.dataset(prefix, channel, list(epochs), fmt, timeout, skip_corrupt=skip_corrupt,
+                              batch_size=batch_size, drop_remainder=drop_remainder)
+    records = _records_dataset(channel, epochs, fmt, prefix, timeout, chunk_mb, skip_corrupt)
+    return records.batch(batch_size, drop_remainder=drop_remainder) if batch_size else records
+
+
+def _records_dataset(channel: str, epochs: Epochs, fmt: RecordFormat, prefix: str, timeout: float, chunk_mb: int,
+                     skip_corrupt: int):
     import tensorflow as tf
 
     native = native_pipes()

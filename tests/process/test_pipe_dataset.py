@@ -1,7 +1,8 @@
 """`smtrain.pipes.dataset` on real FIFOs, through both readers: smtrain's native tf.data op
 (native/pipe_dataset.cc, built by scripts/build-native.sh) and the Python fallback
-(SMTRAIN_NATIVE_PIPES=0). Every test runs against each; the writer cuts the stream into pieces of
-odd sizes so that records straddle reads."""
+(SMTRAIN_NATIVE_PIPES=0), and the native op's batched source (`batch_size`, batches framed in C++).
+Every test runs against each; the writer cuts the stream into pieces of odd sizes so that records
+straddle reads; batches of 7 straddle reads and epochs, and come back unbatched for comparison."""
 from __future__ import annotations
 
 import hashlib
@@ -25,12 +26,25 @@ tf = pytest.importorskip("tensorflow")
 REPO = Path(__file__).resolve().parent.parent.parent
 
 
-@pytest.fixture(params=["native", "python"])
+BATCH = 7  # the batched reader's batch size: records of a batch come from several reads and epochs
+
+
+@pytest.fixture(params=["native", "python", "native-batched"])
 def reader(request, monkeypatch) -> str:
-    monkeypatch.setenv(native.NATIVE_ENV, "1" if request.param == "native" else "0")
-    if request.param == "native":
+    monkeypatch.setenv(native.NATIVE_ENV, "0" if request.param == "python" else "1")
+    if request.param != "python":
         assert native.native_pipes() is not None, "the native op is not built: scripts/build-native.sh"
     return request.param
+
+
+def _records(dataset, reader: str) -> Iterator[bytes]:
+    """The records of a dataset made with `batch_size=BATCH` for the batched reader, one by one."""
+    for element in dataset:
+        if reader == "native-batched":
+            assert 1 <= element.shape[0] <= BATCH
+            yield from element.numpy().tolist()
+        else:
+            yield element.numpy()
 
 
 class Writer:
@@ -64,11 +78,13 @@ class Writer:
         assert not self.thread.is_alive() and not self.error, self.error
 
 
-def _read(prefix: Path, fmt: RecordFormat, epochs: int = 1, start: int = 0, timeout: float = 10) -> Iterator[bytes]:
+def _read(prefix: Path, fmt: RecordFormat, reader: str, epochs: int = 1, start: int = 0,
+          timeout: float = 10) -> Iterator[bytes]:
     os.environ["SM_PIPE_TRAIN"] = str(prefix)
+    batch_size = BATCH if reader == "native-batched" else 0
     try:
-        for record in pipes.dataset("train", epochs=epochs, start=start, record_format=fmt.value, timeout=timeout):
-            yield record.numpy()
+        yield from _records(pipes.dataset("train", epochs=epochs, start=start, record_format=fmt.value, timeout=timeout,
+                                          batch_size=batch_size), reader)
     finally:
         os.environ.pop("SM_PIPE_TRAIN", None)
 
@@ -82,7 +98,7 @@ def test_tfrecordwriter_files_come_back_byte_exact_over_two_epochs(tmp_path: Pat
             out.write(record)
     stream = (tmp_path / "file.tfrecord").read_bytes()
     writers = [Writer(tmp_path / "train", epoch, stream, seed=epoch) for epoch in range(2)]
-    assert list(_read(tmp_path / "train", RecordFormat.TFRECORD, epochs=2)) == written + written
+    assert list(_read(tmp_path / "train", RecordFormat.TFRECORD, reader, epochs=2)) == written + written
     for w in writers:
         w.join()
 
@@ -92,13 +108,13 @@ def test_recordio_and_lines_come_back_byte_exact(tmp_path: Path, reader: str, fm
     """RecordIO with padding and multi-part records (the magic inside a record); lines of any bytes."""
     payloads = payloads_for(fmt) * 20
     w = Writer(tmp_path / "train", 3, encode_stream(fmt, payloads), piece=37)
-    assert list(_read(tmp_path / "train", fmt, start=3)) == payloads
+    assert list(_read(tmp_path / "train", fmt, reader, start=3)) == payloads
     w.join()
 
 
 def test_a_last_line_without_a_newline_is_a_record(tmp_path: Path, reader: str) -> None:
     w = Writer(tmp_path / "train", 0, b"one\n\nthree\nfour", piece=3)
-    assert list(_read(tmp_path / "train", RecordFormat.LINES)) == [b"one", b"", b"three", b"four"]
+    assert list(_read(tmp_path / "train", RecordFormat.LINES, reader)) == [b"one", b"", b"three", b"four"]
     w.join()
 
 
@@ -128,7 +144,7 @@ def test_corruption_is_a_clear_error_after_the_good_records(tmp_path: Path, read
     w = Writer(tmp_path / "train", 0, stream, piece=50)
     got: list[bytes] = []
     with pytest.raises(tf.errors.OpError) as error:
-        for record in _read(tmp_path / "train", fmt):
+        for record in _read(tmp_path / "train", fmt, reader):
             got.append(record)
     assert got == good
     reason = reason.format(left=len(stream) - len(head))  # the bytes of the cut-short last record
@@ -146,12 +162,12 @@ def test_up_to_skip_corrupt_records_with_a_bad_data_crc_are_dropped(tmp_path: Pa
     for epoch, skip_corrupt in enumerate([2, 1]):
         w = Writer(tmp_path / "train", epoch, stream, piece=3)
         ds = pipes.epochs_dataset("train", [epoch], RecordFormat.TFRECORD, str(tmp_path / "train"), timeout=10,
-                                  skip_corrupt=skip_corrupt)
+                                  skip_corrupt=skip_corrupt, batch_size=BATCH if reader == "native-batched" else 0)
         if skip_corrupt == 2:
-            assert [r.numpy() for r in ds] == [b"a", b"c", b"e"]
+            assert list(_records(ds, reader)) == [b"a", b"c", b"e"]
         else:
             with pytest.raises(tf.errors.OpError, match="data CRC mismatch at byte offset 51"):
-                list(ds)
+                list(_records(ds, reader))
         w.join()
 
 
@@ -167,10 +183,49 @@ def test_epochs_given_by_a_function_are_asked_for_each_new_iterator(tmp_path: Pa
 
 def test_a_missing_fifo_and_a_silent_writer_fail_after_the_wait(tmp_path: Path, reader: str) -> None:
     with pytest.raises(tf.errors.OpError, match=f"{tmp_path / 'train'}_0: no such FIFO after 0.5 s"):
-        list(_read(tmp_path / "train", RecordFormat.TFRECORD, timeout=0.5))
+        list(_read(tmp_path / "train", RecordFormat.TFRECORD, reader, timeout=0.5))
     os.mkfifo(tmp_path / "train_0")
     with pytest.raises(tf.errors.OpError, match=f"{tmp_path / 'train'}_0: nobody wrote to the FIFO within 0.5 s"):
-        list(_read(tmp_path / "train", RecordFormat.TFRECORD, timeout=0.5))
+        list(_read(tmp_path / "train", RecordFormat.TFRECORD, reader, timeout=0.5))
+
+
+@pytest.mark.parametrize("drop_remainder", [False, True])
+def test_batches_run_on_across_epochs_and_drop_remainder_both_ways(tmp_path: Path, drop_remainder: bool) -> None:
+    """Batched native source against the unbatched reader's `.batch()` on the same stream: the same
+    batches, the same order; 3 x 23 records in batches of 10: the last is 9 records, or dropped."""
+    assert native.native_pipes() is not None, "the native op is not built: scripts/build-native.sh"
+    payloads = [os.urandom(random.Random(i).randrange(0, 300)) for i in range(23)]
+    stream = b"".join(encode_tfrecord(p) for p in payloads)
+    got = {}
+    for batched in (True, False):
+        writers = [Writer(tmp_path / "train", epoch, stream, piece=61, seed=epoch) for epoch in range(3)]
+        ds = pipes.epochs_dataset("train", [0, 1, 2], RecordFormat.TFRECORD, str(tmp_path / "train"), timeout=10,
+                                  **({"batch_size": 10, "drop_remainder": drop_remainder} if batched else {}))
+        if not batched:
+            ds = ds.batch(10, drop_remainder=drop_remainder)
+        else:
+            assert ds.element_spec.shape.as_list() == [10 if drop_remainder else None]
+        got[batched] = [b.numpy().tolist() for b in ds]
+        for w in writers:
+            w.join()
+    assert got[True] == got[False]
+    assert [len(b) for b in got[True]] == [10] * 6 + ([] if drop_remainder else [9])
+    assert sum(got[True], []) == (payloads * 3)[:60 if drop_remainder else 69]
+
+
+def test_a_corrupt_record_ends_a_batched_read_after_the_good_records_in_a_short_batch(tmp_path: Path) -> None:
+    assert native.native_pipes() is not None
+    good = [f"record {i}".encode() for i in range(12)]
+    head = b"".join(encode_tfrecord(p) for p in good)
+    bad = encode_tfrecord(b"bad")
+    w = Writer(tmp_path / "train", 0, head + bad[:-1] + bytes([bad[-1] ^ 1]), piece=30)
+    batches = []
+    with pytest.raises(tf.errors.DataLossError, match=f"data CRC mismatch at byte offset {len(head)}"):
+        for batch in pipes.epochs_dataset("train", [0], RecordFormat.TFRECORD, str(tmp_path / "train"), timeout=10,
+                                          batch_size=5):
+            batches.append(batch.numpy().tolist())
+    assert batches == [good[0:5], good[5:10], good[10:12]]
+    w.join()
 
 
 READ_WITH_PROGRESS = """

@@ -51,10 +51,14 @@ class NativePipes:
         self._ops = ops
 
     def dataset(self, prefix: str, channel: str, epochs: Any, fmt: RecordFormat, timeout: float,
-                skip: int = 0, skip_corrupt: int = 0):  # -> tf.data.Dataset
+                skip: int = 0, skip_corrupt: int = 0, batch_size: int = 0,
+                drop_remainder: bool = False):  # -> tf.data.Dataset
         """The records of the FIFOs `<prefix>_<epoch>` for `epochs` (a list, or an int64 tensor of
-        shape [n]), one epoch after the other; `skip` records of the first are dropped unchecked."""
-        return _dataset_class()(self._ops, prefix, channel, epochs, fmt.value, timeout, skip, skip_corrupt)
+        shape [n]), one epoch after the other; `skip` records of the first are dropped unchecked.
+        `batch_size` N > 0: vectors of up to N records (of N exactly with `drop_remainder`), framed
+        in C++, as `.batch(N, drop_remainder)` would make them."""
+        return _dataset_class()(self._ops, prefix, channel, epochs, fmt.value, timeout, skip, skip_corrupt,
+                                batch_size, drop_remainder)
 
 
 @functools.lru_cache(maxsize=None)
@@ -66,17 +70,19 @@ def _dataset_class():
 
     class PipeDataset(dataset_ops.DatasetSource):
         def __init__(self, ops: Any, prefix: str, channel: str, epochs: Sequence[int], fmt: str, timeout: float,
-                     skip: int, skip_corrupt: int) -> None:
+                     skip: int, skip_corrupt: int, batch_size: int, drop_remainder: bool) -> None:
+            self._shape = [] if not batch_size else [batch_size if drop_remainder else None]
             variant = ops.smtrain_pipe_dataset(
                 prefix=tf.constant(prefix, tf.string), channel=tf.constant(channel, tf.string),
                 epochs=tf.cast(epochs, tf.int64), skip=tf.constant(skip, tf.int64),
                 skip_corrupt=tf.constant(skip_corrupt, tf.int64), timeout_s=tf.constant(timeout, tf.float32),
+                batch_size=tf.constant(batch_size, tf.int64), drop_remainder=tf.constant(drop_remainder, tf.bool),
                 record_format=fmt)
             super().__init__(variant)
 
         @property
         def element_spec(self):
-            return tf.TensorSpec([], tf.string)
+            return tf.TensorSpec(self._shape, tf.string)
 
     return PipeDataset
 
