@@ -454,27 +454,30 @@ class PipeDataset : public DatasetBase {
     // with drop_remainder a short batch is never delivered.
     Status NextBatch(IteratorContext* ctx, std::vector<Tensor>* out_tensors, bool* end_of_sequence) {
       const PipeDataset* d = dataset();
-      std::vector<tstring> records;
-      records.reserve(d->batch_size_);
+      // Records are framed straight into the batch's own strings: one copy from the pipe's buffer.
+      Tensor batch(ctx->allocator({}), DT_STRING, TensorShape({d->batch_size_}));
+      auto flat = batch.flat<tstring>();
+      int64_t count = 0;
       bool ended = false;
       Status status;
-      while (static_cast<int64_t>(records.size()) < d->batch_size_) {
-        tstring record;
-        status = NextRecord(ctx, &record, &ended);
+      while (count < d->batch_size_) {
+        status = NextRecord(ctx, &flat(count), &ended);
         if (!status.ok() || ended) break;
-        records.push_back(std::move(record));
+        ++count;
       }
-      if (!status.ok() && (records.empty() || d->drop_remainder_)) return status;
-      const bool short_batch = static_cast<int64_t>(records.size()) < d->batch_size_;
-      if (records.empty() || (short_batch && d->drop_remainder_)) {
+      if (!status.ok() && (count == 0 || d->drop_remainder_)) return status;
+      if (count == 0 || (count < d->batch_size_ && d->drop_remainder_)) {
         *end_of_sequence = true;
         return absl::OkStatus();
       }
       failed_ = status;  // delivered at the next call, after these records
-      Tensor tensor(ctx->allocator({}), DT_STRING, TensorShape({static_cast<int64_t>(records.size())}));
-      auto flat = tensor.flat<tstring>();
-      for (size_t i = 0; i < records.size(); ++i) flat(i) = std::move(records[i]);
-      out_tensors->push_back(std::move(tensor));
+      if (count < d->batch_size_) {  // the last, short batch
+        Tensor short_batch(ctx->allocator({}), DT_STRING, TensorShape({count}));
+        auto head = short_batch.flat<tstring>();
+        for (int64_t i = 0; i < count; ++i) head(i) = std::move(flat(i));
+        batch = std::move(short_batch);
+      }
+      out_tensors->push_back(std::move(batch));
       *end_of_sequence = false;
       return absl::OkStatus();
     }
