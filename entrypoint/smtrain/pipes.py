@@ -33,7 +33,7 @@ from . import progress
 from .common.frameworks import running_horovod
 from .common.scratch import make_scratch_dir, shm_folder
 from .data.fingerprints import Fingerprints, fingerprint
-from .data.native import native_pipes
+from .data.native import NativePipes, native_pipes
 from .data.records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
 from .plan.pipes import DEMUX_FOLDER
 
@@ -395,15 +395,14 @@ def epochs_dataset(channel: str, epochs: Epochs, fmt: RecordFormat, prefix: str,
     if native is not None and batch_size and not callable(epochs):
         return native.dataset(prefix, channel, list(epochs), fmt, timeout, skip_corrupt=skip_corrupt,
                               batch_size=batch_size, drop_remainder=drop_remainder)
-    records = _records_dataset(channel, epochs, fmt, prefix, timeout, chunk_mb, skip_corrupt)
+    records = _records_dataset(native, channel, epochs, fmt, prefix, timeout, chunk_mb, skip_corrupt)
     return records.batch(batch_size, drop_remainder=drop_remainder) if batch_size else records
 
 
-def _records_dataset(channel: str, epochs: Epochs, fmt: RecordFormat, prefix: str, timeout: float, chunk_mb: int,
-                     skip_corrupt: int):
+def _records_dataset(native: Optional[NativePipes], channel: str, epochs: Epochs, fmt: RecordFormat, prefix: str,
+                     timeout: float, chunk_mb: int, skip_corrupt: int):
     import tensorflow as tf
 
-    native = native_pipes()
     if native is not None:
         if not callable(epochs):
             return native.dataset(prefix, channel, list(epochs), fmt, timeout, skip_corrupt=skip_corrupt)

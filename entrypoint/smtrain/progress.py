@@ -45,6 +45,11 @@ class InitPhase(enum.IntEnum):
     WAITING = 1  # called it: waiting for the other ranks
     DONE = 2  # returned from it
 
+    @classmethod
+    def parse(cls, value: object) -> "Optional[InitPhase]":
+        """The phase a number written to the progress file or a control message stands for; None if none."""
+        return cls(value) if isinstance(value, int) and 0 <= value <= max(cls) else None
+
 
 class Counts(NamedTuple):
     steps: int = 0
@@ -120,5 +125,6 @@ def read(path: str) -> Counts:
     init = InitPhase.NOT_REACHED
     if len(data) == FILE_SIZE:
         (value,) = INIT_PHASE.unpack_from(data, INIT_OFFSET)
-        init = InitPhase(value) if value <= max(InitPhase) else InitPhase.NOT_REACHED
+        parsed = InitPhase.parse(value)
+        init = InitPhase.NOT_REACHED if parsed is None else parsed
     return Counts(steps, beats, init)

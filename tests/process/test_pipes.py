@@ -283,9 +283,19 @@ def _demux_run(tmp_path: Path, epochs: int, per_object: int = 200) -> tuple[Path
     data = tmp_path / "data"
     data.mkdir()
     feeder = Feeder(data, {"c": [tmp_path / "src" / "o"]}, {"c": None}, epochs=epochs).start()
-    runner = threading.Thread(target=demux.run, args=(data, "c", 2, RecordFormat.TFRECORD, 10.0, 30.0, epochs))
+    # a daemon: a failing test must not leave the suite waiting for it at exit
+    runner = threading.Thread(target=demux.run, args=(data, "c", 2, RecordFormat.TFRECORD, 10.0, 30.0, epochs),
+                              daemon=True)
     runner.start()
     return data, records, feeder, runner
+
+
+def _mark_ended(data: Path, rank: int) -> None:
+    """What the rank launcher does when its program ends (it makes the folder if need be, as here:
+    the demultiplexer's thread may not have made it yet)."""
+    marker = rank_ended_marker(demux_folder(data), rank)
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.touch()
 
 
 def _read_as_rank(data: Path, rank: int, epochs: int, got: dict[int, list[bytes]], delay_s: float = 0) -> threading.Thread:
@@ -295,7 +305,7 @@ def _read_as_rank(data: Path, rank: int, epochs: int, got: dict[int, list[bytes]
         time.sleep(delay_s)
         for epoch in range(epochs):
             got[epoch] = list(pipes.records("c", epoch, environ=env, timeout=20))
-        rank_ended_marker(demux_folder(data), rank).touch()
+        _mark_ended(data, rank)
 
     reader = threading.Thread(target=read)
     reader.start()
@@ -309,7 +319,7 @@ def test_a_channel_only_one_rank_reads_is_passed_to_it_whole_and_in_order(tmp_pa
     got: dict[int, list[bytes]] = {}
     reader = _read_as_rank(data, 0, 2, got)
     time.sleep(2)
-    rank_ended_marker(demux_folder(data), 1).touch()
+    _mark_ended(data, 1)
     reader.join(30)
     runner.join(30)
     assert got == {0: records, 1: records}
@@ -333,7 +343,7 @@ def test_a_channel_no_rank_reads_is_never_opened(tmp_path: Path) -> None:
     """AWS's unread `validation`: the source FIFO stays unopened (SageMaker's writer just waits)."""
     data, records, feeder, runner = _demux_run(tmp_path, epochs=1)
     for rank in (0, 1):
-        rank_ended_marker(demux_folder(data), rank).touch()
+        _mark_ended(data, rank)
     runner.join(10)
     assert not runner.is_alive()
     assert not feeder.join(0.5)  # the writer still waits for a reader of c_0

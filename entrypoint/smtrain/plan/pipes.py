@@ -96,10 +96,11 @@ def assign_pipes(channels: Sequence[PipeChannel], data_dir: Path, ranks_per_host
         for g in groups
     ]
     taken = {g.name for g in groups}
+    members = {m for g in groups for m in g.members}
     for c in channels:
         if c.name in taken:
             continue
-        if ranks_per_host == 1 or any(c.name in g.members for g in groups):
+        if ranks_per_host == 1 or c.name in members:
             assignments.append(direct(c))
         else:
             prefix = str(demux_prefix(data_dir, c.name, "{local_rank}"))

@@ -326,10 +326,10 @@ class ControlServer:
 
 
 def _counts(fields: Mapping[str, Any]) -> Optional[Counts]:
-    steps, beats, init = fields.get("steps"), fields.get("beats", 0), fields.get("init", 0)
-    if not all(isinstance(v, int) for v in (steps, beats, init)) or not 0 <= init <= max(InitPhase):
+    steps, beats, init = fields.get("steps"), fields.get("beats", 0), InitPhase.parse(fields.get("init", 0))
+    if not isinstance(steps, int) or not isinstance(beats, int) or init is None:
         return None
-    return Counts(steps, beats, InitPhase(init))
+    return Counts(steps, beats, init)
 
 
 def _waits(fields: Mapping[str, Any]) -> dict[int, float]:
