@@ -78,7 +78,9 @@ main() {
   # Horovod's Keras API on tf_keras: idempotent, about two seconds (it checks the patched modules import).
   "$venv/bin/python" "$here/scripts/patch-horovod.py" >/dev/null
   build_native_if_changed
-  # This checkout itself: pure Python, a few seconds.
+  # This checkout itself: pure Python, a few seconds. setuptools' build folder is removed first: it
+  # keeps modules that were moved or deleted since, and would install them again.
+  rm -rf "$here/build/lib" "$here"/build/bdist.*
   "$venv/bin/python" -m pip install -q --no-deps --no-build-isolation --force-reinstall "$here"
   log "ready: $venv ($("$venv/bin/python" -c 'import horovod, tensorflow as tf; print("tensorflow", tf.__version__, "horovod", horovod.__version__)' 2>/dev/null))"
 }
