@@ -6,7 +6,7 @@
 
     /opt/smtrain/venv/bin/python benchmarks/bench_multihost.py [--hosts 2 4 8] [--repeat 3]
 
-Anchor (sagemaker-training 4.9.0, measured on simulated hosts, shared/DESIGN.md): its workers sleep
+Anchor (sagemaker-training 4.9.0, measured on simulated hosts by an earlier session): its workers sleep
 30 s after the job and poll every 30 s, so a job end takes >= 30 s to reach every host; a rank
 failing on a worker leaves that worker hanging; a job shorter than its 1 s poll is never seen.
 """

@@ -27,7 +27,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from smtrain.data.records import RecordFormat
+from smtrain.wire.pipes import pipe_variable
+from smtrain.wire.records import RecordFormat
 from smtrain.pipes import DEFAULT_WAIT_S, epochs_dataset
 
 __all__ = ["PipeModeDataset", "PipeModeDatasetException"]
@@ -69,7 +70,7 @@ class PipeIndex:
 
 def _fifo_prefix(channel: str, pipe_dir: str) -> str:
     """This rank's FIFOs: train's assignment for the channel, unless another pipe_dir is given."""
-    assigned = os.environ.get(f"SM_PIPE_{channel.upper()}")
+    assigned = os.environ.get(pipe_variable("", channel))
     if assigned and os.path.normpath(pipe_dir) == DEFAULT_PIPE_DIR:
         return assigned
     return os.path.join(pipe_dir, channel)

@@ -17,7 +17,7 @@ from typing import Any
 
 __version__ = "0.2.0"
 _USER_MODULES = ("pipes", "checkpoints", "metrics", "callbacks", "progress")
-__all__ = ["__version__", *_USER_MODULES]
+__all__ = ["__version__", "callbacks", "checkpoints", "metrics", "pipes", "progress"]  # _USER_MODULES
 
 
 def __getattr__(name: str) -> Any:

@@ -43,38 +43,25 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import signal
-import sys
 import threading
 import time
 from array import array
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from . import pipes, progress
-from .data.fingerprints import from_bytes, to_bytes
+from .data.checkpoint_folder import (
+    FORMAT, MANIFEST, STATE_PREFIX, Checkpoint, CheckpointFolder, PipePosition, file_crc, fingerprint_file,
+)
+from .data.fingerprints import to_bytes
+from .data.journal import ReadJournal
 from .common.frameworks import running_horovod
-from .common.linux import alive
 
 __all__ = [
     "AllPositions", "Checkpoint", "CheckpointStore", "PipePosition", "StopSignal", "all_positions", "shared_restore",
 ]
-
-MANIFEST = "MANIFEST.json"
-FORMAT = "smtrain-checkpoint/1"
-_COMPLETE = re.compile(r"^ckpt-(\d{12})$")
-_INCOMPLETE = re.compile(r"^\.incomplete-ckpt-(\d{12})-(\d+)$")
-_STATE_PREFIX = "state"
-_PIPES_FOLDER = "pipes"  # <channel>.rank<r>.fp: a shuffled channel's consumed fingerprints
-
-
-class PipePosition(NamedTuple):
-    """Where a rank is in a Pipe channel: the epoch, and how many of its records it consumed."""
-
-    epoch: int
-    consumed: int
 
 
 class AllPositions(list):
@@ -87,59 +74,19 @@ class AllPositions(list):
         self.fingerprints = list(fingerprints)
 
 
-def _fingerprint_file(channel: str, rank: int) -> str:
-    return f"{_PIPES_FOLDER}/{channel}.rank{rank}.fp"
+def _own_fingerprints(local: Mapping[str, PipePosition], journal: ReadJournal) -> dict[str, bytes]:
+    """This rank's consumed fingerprints of its shuffled channels at `local` (from its reader's journal)."""
+    return {c: to_bytes(f) for c, p in local.items() if (f := journal.consumed(c, p.consumed)) is not None}
 
 
-def _own_fingerprints(local: Mapping[str, PipePosition]) -> dict[str, bytes]:
-    """This rank's consumed fingerprints of its shuffled channels at `local` (from its reader)."""
-    return {c: to_bytes(f) for c, p in local.items() if (f := pipes.consumed_fingerprints(c, p.consumed)) is not None}
-
-
-def _resume_pipes(consumed: Mapping[str, "array[int]"]) -> None:
-    """Hand consumed fingerprints to smtrain.pipes, whose next read of each such channel's FIFO 0
-    drops those records (see smtrain.pipes.records)."""
+def _resume_pipes(consumed: Mapping[str, "array[int]"], journal: ReadJournal) -> None:
+    """Hand consumed fingerprints to the reader's journal, whose next read of each such channel's
+    FIFO 0 drops those records (see smtrain.pipes.records)."""
     for channel, fingerprints in consumed.items():
-        pipes.resume_from(channel, fingerprints)
-
-
-class Checkpoint(NamedTuple):
-    step: int
-    path: Path
-    pipes: tuple[Mapping[str, PipePosition], ...]  # per rank (rank 0 first)
-    extra: Mapping[str, Any]
-
-    def position(self, channel: str, rank: int = 0) -> Optional[PipePosition]:
-        """Rank `rank`'s position in `channel`, if this checkpoint has one."""
-        if rank >= len(self.pipes):
-            return None
-        return self.pipes[rank].get(channel)
-
-    def fingerprints(self, channel: str, rank: int = 0) -> Optional["array[int]"]:
-        """The fingerprints of the records rank `rank` consumed of `channel`'s epoch at this
-        checkpoint (a channel with a ShuffleConfig), else None."""
-        try:
-            return from_bytes((self.path / _fingerprint_file(channel, rank)).read_bytes())
-        except FileNotFoundError:
-            return None
-
-    def consumed(self, rank: int) -> dict[str, "array[int]"]:
-        """Rank `rank`'s consumed fingerprints, by shuffled channel (the other channels have none)."""
-        channels = sorted(self.pipes[rank]) if rank < len(self.pipes) else []
-        return {c: f for c in channels if (f := self.fingerprints(c, rank)) is not None}
-
-    @property
-    def state_prefix(self) -> str:
-        """The prefix to pass to `tf.train.Checkpoint.read`."""
-        return str(self.path / _STATE_PREFIX)
+        journal.resume_from(channel, fingerprints)
 
 
 Writer = Union[Callable[[Path], None], Any]  # a function of the folder, or an object with .write(prefix)
-
-
-def _log(message: str) -> None:
-    sys.stderr.write(f"[checkpoints] {message}\n")
-    sys.stderr.flush()
 
 
 def _fsync(path: Path) -> None:
@@ -160,28 +107,21 @@ def _async_options() -> Any:
     return tf.train.CheckpointOptions(enable_async=True)
 
 
-def _file_crc(path: Path) -> int:
-    from crc32c import crc32c  # the hardware CRC, as Pipe mode uses
-
-    crc = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            crc = crc32c(chunk, crc)
-    return crc
-
-
-class CheckpointStore:
+class CheckpointStore(CheckpointFolder):
     """The checkpoint folder of a job: atomic saves, newest-complete restore, keep-last-N pruning."""
 
     def __init__(self, directory: Optional[Union[str, Path]] = None, keep: int = 3, rank: Optional[int] = None,
-                 log: Callable[[str], None] = _log, asynchronous: bool = False) -> None:
+                 log: Optional[Callable[[str], None]] = None, asynchronous: bool = False,
+                 journal: Optional[ReadJournal] = None) -> None:
+        """`journal`: the Pipe reader's journal whose consumed records a save stores and a restore
+        hands back (by default this process's, `smtrain.pipes.JOURNAL`)."""
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
-        self.directory = Path(directory or os.environ.get("SM_CHECKPOINT_DIR") or "/opt/ml/checkpoints")
+        directory = Path(directory or os.environ.get("SM_CHECKPOINT_DIR") or "/opt/ml/checkpoints")
+        super().__init__(directory, *([] if log is None else [log]))
         self.keep = keep
         self.rank = int(os.environ.get("SM_RANK", "0")) if rank is None else rank
-        self._log = log
-        self._warned: set[str] = set()
+        self.journal = pipes.JOURNAL if journal is None else journal
         # save() returns once the state is in host memory; a thread makes it durable (see wait())
         self.asynchronous = asynchronous
         self._in_flight: Optional[threading.Thread] = None
@@ -212,9 +152,9 @@ class CheckpointStore:
         if hasattr(state, "write"):
             if tf_async:
                 # TensorFlow copies every variable to host memory, then writes in its own thread
-                state.write(str(tmp / _STATE_PREFIX), options=_async_options())
+                state.write(str(tmp / STATE_PREFIX), options=_async_options())
             else:
-                state.write(str(tmp / _STATE_PREFIX))
+                state.write(str(tmp / STATE_PREFIX))
         else:
             state(tmp)
         ranks = [dict(r) for r in pipe_positions] or [{}]
@@ -233,17 +173,16 @@ class CheckpointStore:
         self._in_flight.start()
         return final
 
-    @staticmethod
-    def _write_fingerprints(folder: Path, pipe_positions: Sequence[Mapping[str, PipePosition]]) -> None:
+    def _write_fingerprints(self, folder: Path, pipe_positions: Sequence[Mapping[str, PipePosition]]) -> None:
         """Each rank's consumed fingerprints of its shuffled channels, as files of the checkpoint
         (covered by the manifest's CRCs like the state): from `all_positions`, or for this process's
         own positions (index 0) from its reader."""
         gathered = getattr(pipe_positions, "fingerprints", None)
         if gathered is None:
-            gathered = [_own_fingerprints(pipe_positions[0] if pipe_positions else {})]
+            gathered = [_own_fingerprints(pipe_positions[0] if pipe_positions else {}, self.journal)]
         for rank, channels in enumerate(gathered):
             for channel, data in channels.items():
-                path = folder / _fingerprint_file(channel, rank)
+                path = folder / fingerprint_file(channel, rank)
                 path.parent.mkdir(exist_ok=True)
                 path.write_bytes(data)
 
@@ -268,7 +207,7 @@ class CheckpointStore:
         files = {}
         for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
             _fsync(path)
-            files[path.relative_to(tmp).as_posix()] = {"size": path.stat().st_size, "crc32c": _file_crc(path)}
+            files[path.relative_to(tmp).as_posix()] = {"size": path.stat().st_size, "crc32c": file_crc(path)}
         manifest = {
             "format": FORMAT,
             "step": step,
@@ -303,64 +242,6 @@ class CheckpointStore:
             self._discard(checkpoint.step, checkpoint.path)
         self.clean_incomplete()
 
-    def clean_incomplete(self) -> None:
-        """Remove this manager's incomplete checkpoints (torn by a kill), except any still being written."""
-        if not self.directory.is_dir():
-            return
-        for entry in self.directory.iterdir():
-            match = _INCOMPLETE.match(entry.name.removesuffix("-old"))
-            if match and entry.is_dir() and not alive(int(match.group(2))):
-                shutil.rmtree(entry, ignore_errors=True)
-
-    # -- reading -----------------------------------------------------------------------------------
-    def _complete_dirs(self) -> list[tuple[int, Path]]:
-        if not self.directory.is_dir():
-            return []
-        found = []
-        for entry in self.directory.iterdir():
-            match = _COMPLETE.match(entry.name)
-            if match and entry.is_dir():
-                found.append((int(match.group(1)), entry))
-            elif not _INCOMPLETE.match(entry.name.removesuffix("-old")):
-                self._warn_once(entry.name, f"ignoring {entry}: not a checkpoint of this manager (left as it is)")
-        return found
-
-    def _warn_once(self, key: str, message: str) -> None:
-        if key not in self._warned:
-            self._warned.add(key)
-            self._log(message)
-
-    def _load(self, step: int, path: Path, check_crc: bool) -> Optional[Checkpoint]:
-        """The checkpoint at `path` if its manifest and files check out, else None (with a warning)."""
-        try:
-            manifest = json.loads((path / MANIFEST).read_text())
-            if manifest.get("format") != FORMAT or manifest.get("step") != step:
-                raise ValueError(f"manifest is not {FORMAT} for step {step}")
-            for name, meta in manifest["files"].items():
-                file = path / name
-                if file.stat().st_size != meta["size"]:
-                    raise ValueError(f"{name} has {file.stat().st_size} bytes, the manifest says {meta['size']}")
-                if check_crc and _file_crc(file) != meta["crc32c"]:
-                    raise ValueError(f"{name} fails its CRC32C")
-            pipes = tuple({c: PipePosition(*p) for c, p in r.items()} for r in manifest.get("pipes", [{}]))
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            self._warn_once(str(path), f"ignoring damaged checkpoint {path}: {e}")
-            return None
-        return Checkpoint(step, path, pipes, manifest.get("extra", {}))
-
-    def checkpoints(self) -> list[Checkpoint]:
-        """Every complete checkpoint that checks out (sizes), oldest first."""
-        found = (self._load(step, path, check_crc=False) for step, path in sorted(self._complete_dirs()))
-        return [c for c in found if c is not None]
-
-    def latest(self) -> Optional[Checkpoint]:
-        """The newest complete checkpoint whose files all check out (sizes and CRC32C)."""
-        for step, path in sorted(self._complete_dirs(), reverse=True):
-            checkpoint = self._load(step, path, check_crc=True)
-            if checkpoint is not None:
-                return checkpoint
-        return None
-
     def restore(self, state: Optional[Any] = None) -> Optional[Checkpoint]:
         """Load the newest complete checkpoint into `state` (e.g. a tf.train.Checkpoint; its
         `.read(prefix)`) and return it; None when there is none. Also removes torn checkpoints."""
@@ -373,7 +254,7 @@ class CheckpointStore:
             if hasattr(status, "expect_partial"):
                 status.expect_partial()  # optimizer slots are restored when they are created
         self._log(f"restored step {checkpoint.step} from {checkpoint.path}")
-        _resume_pipes(checkpoint.consumed(self.rank))
+        _resume_pipes(checkpoint.consumed(self.rank), self.journal)
         return checkpoint
 
 
@@ -400,10 +281,11 @@ class StopSignal:
         return bool(hvd.allreduce(tf.constant(int(self.requested)), op=hvd.Max, name="smtrain_stop").numpy())
 
 
-def all_positions(local: Mapping[str, PipePosition]) -> AllPositions:
+def all_positions(local: Mapping[str, PipePosition], journal: Optional[ReadJournal] = None) -> AllPositions:
     """Every rank's Pipe positions, in rank order (for rank 0's save); this rank's alone without
-    Horovod. For channels with a ShuffleConfig each rank's consumed fingerprints come along."""
-    mine = _own_fingerprints(local)
+    Horovod. For channels with a ShuffleConfig each rank's consumed fingerprints come along (from
+    `journal`, by default this process's reader's)."""
+    mine = _own_fingerprints(local, pipes.JOURNAL if journal is None else journal)
     hvd = running_horovod()
     if hvd is None:
         return AllPositions([dict(local)], [mine])
@@ -414,7 +296,7 @@ def all_positions(local: Mapping[str, PipePosition]) -> AllPositions:
 def shared_restore(store: CheckpointStore, state: Optional[Any] = None) -> Optional[Checkpoint]:
     """Rank 0 restores; every rank gets the same checkpoint (its step, positions, extra) and, with
     Horovod, rank 0's variables are broadcast by the caller as usual (hvd.broadcast_variables).
-    Each rank's consumed fingerprints of shuffled channels go to its reader (smtrain.pipes)."""
+    Each rank's consumed fingerprints of shuffled channels go to its reader's journal (`store.journal`)."""
     hvd = running_horovod()
     checkpoint = store.restore(state) if hvd is None or hvd.rank() == 0 else None
     if hvd is None:
@@ -429,5 +311,5 @@ def shared_restore(store: CheckpointStore, state: Optional[Any] = None) -> Optio
     step, path, positions, extra, consumed = shared
     restored = Checkpoint(step, Path(path), tuple({c: PipePosition(*p) for c, p in r.items()} for r in positions), extra)
     if hvd.rank() != 0 and hvd.rank() < len(consumed):  # rank 0's own restore handed it its own
-        _resume_pipes(consumed[hvd.rank()])
+        _resume_pipes(consumed[hvd.rank()], store.journal)
     return restored

@@ -16,15 +16,11 @@ Horovod every local rank gets its own). The record format comes from `$SM_PIPE_F
 """
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import queue
-import select
 import shutil
 import sys
 import threading
-import time
 from array import array
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
@@ -32,13 +28,16 @@ from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, Ty
 from . import progress
 from .common.frameworks import running_horovod
 from .common.scratch import make_scratch_dir, shm_folder
-from .data.fingerprints import Fingerprints, fingerprint
+from .data.fingerprints import fingerprint
+from .data.journal import ReadJournal
 from .data.native import NativePipes, native_pipes
-from .data.records import CorruptRecord, RecordFormat, RecordSplitter, write_spans
-from .plan.pipes import DEMUX_FOLDER
+from .data.fifo import PipeError, open_fifo
+from .data.records import CorruptRecord, RecordSplitter, write_spans
+from .wire.pipes import PipeMode, channel_mode, pipe_variable
+from .wire.records import RecordFormat
 
 __all__ = [
-    "PipeError", "RecordFormat", "channel_format", "consumed_fingerprints", "dataset", "epoch_batches",
+    "JOURNAL", "PipeError", "ReadJournal", "RecordFormat", "channel_format", "consumed_fingerprints", "dataset", "epoch_batches",
     "epochs_dataset", "equal_steps", "fifo_prefix", "read_epochs", "records", "resume_from", "shuffled",
 ]
 
@@ -48,13 +47,9 @@ T = TypeVar("T")
 _END = object()  # for a FIFO to appear and its writer to connect
 
 
-class PipeError(RuntimeError):
-    """A Pipe-mode channel could not be read: missing FIFO, no writer, corrupt or truncated data."""
-
-
 def fifo_prefix(channel: str, environ: Optional[Mapping[str, str]] = None) -> str:
     environ = os.environ if environ is None else environ
-    name = f"SM_PIPE_{channel.upper()}"
+    name = pipe_variable("", channel)
     if name not in environ:
         raise PipeError(f"channel {channel!r}: {name} is not set; is the channel in Pipe mode?")
     return environ[name]
@@ -66,34 +61,11 @@ def channel_format(channel: str, record_format: Format = None, environ: Optional
     if isinstance(record_format, RecordFormat):
         return record_format
     environ = os.environ if environ is None else environ
-    text = record_format or environ.get(f"SM_PIPE_FORMAT_{channel.upper()}", RecordFormat.TFRECORD.value)
+    text = record_format or environ.get(pipe_variable("FORMAT", channel), RecordFormat.TFRECORD.value)
     try:
         return RecordFormat.parse(text)
     except ValueError as e:
         raise PipeError(f"channel {channel!r}: {e}") from None
-
-
-def open_fifo(path: str, timeout: float) -> int:
-    """Open a FIFO for reading once it exists and its writer has connected; bounded by `timeout`."""
-    deadline = time.monotonic() + timeout
-    delay = 0.005
-    while not os.path.exists(path):
-        if time.monotonic() >= deadline:
-            raise PipeError(f"{path}: no such FIFO after {timeout:g} s (is the channel in Pipe mode, and fed?)")
-        time.sleep(delay)
-        delay = min(delay * 2, 0.2)
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        poller = select.poll()
-        poller.register(fd, select.POLLIN | select.POLLHUP)
-        # Linux reports neither until a writer has connected: data (POLLIN) or an empty epoch (POLLHUP).
-        if not poller.poll(max(0.0, deadline - time.monotonic()) * 1000):
-            raise PipeError(f"{path}: nobody wrote to the FIFO within {timeout:g} s")
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def read_batches(fd: int, fmt: RecordFormat, where: str, skip: int = 0, skip_corrupt: int = 0) -> Iterator[list[bytes]]:
@@ -152,6 +124,7 @@ def records(
     timeout: float = DEFAULT_WAIT_S,
     environ: Optional[Mapping[str, str]] = None,
     skip: int = 0,
+    reader_journal: "Optional[ReadJournal]" = None,
 ) -> Iterator[bytes]:
     """The records of one epoch of this rank's `channel`; `skip` drops that many first records
     without checking or copying them (to resume an epoch at a checkpoint's Pipe position).
@@ -160,13 +133,15 @@ def records(
     the rest of the checkpoint's epoch (see smtrain.checkpoints.PipePosition). With a ShuffleConfig
     that FIFO comes in another order: the reader then keeps the fingerprints of the records it
     delivers (smtrain.data.fingerprints; the checkpoint stores them), and on resuming drops the
-    records whose fingerprints the restored checkpoint holds instead of the first `skip`."""
+    records whose fingerprints the restored checkpoint holds instead of the first `skip`. The
+    fingerprints go to `reader_journal` (by default this process's `JOURNAL`)."""
     environ = os.environ if environ is None else environ
     if not shuffled(channel, environ):
         for batch in epoch_batches(channel, epoch, record_format, timeout, environ, skip):
             yield from batch
         return
-    journal, drop = _start_journal(channel, epoch, skip, environ)
+    demuxed = channel_mode(channel, environ) is PipeMode.DEMUX  # its demultiplexer drops them for every rank
+    journal, drop = (JOURNAL if reader_journal is None else reader_journal).start(channel, epoch, skip, demuxed)
     # Without fingerprints to resume from, the first `skip` count as consumed: kept, not delivered.
     by_count = skip if journal.carried == 0 else 0
     append = journal.fingerprints.append
@@ -188,74 +163,25 @@ def records(
                          "before the restart did not come again in this epoch (did the data change?)\n")
 
 
-class Journal:
-    """The fingerprints of the records this rank consumed of a shuffled channel's current FIFO; the
-    first `carried` are those consumed before a restart."""
-
-    def __init__(self, fifo: int, carried: "array[int]") -> None:
-        self.fifo = fifo
-        self.fingerprints = array("Q", carried)
-        self.carried = len(carried)
-
-
-_journals: dict[str, Journal] = {}
-_resumed: dict[str, "array[int]"] = {}
+# This process's reader journal: what smtrain.checkpoints stores and restores, unless handed another.
+JOURNAL = ReadJournal()
 
 
 def shuffled(channel: str, environ: Optional[Mapping[str, str]] = None) -> bool:
-    """Whether the channel has a ShuffleConfig ($SM_INPUT_DATA_CONFIG; a per-rank channel read as `C`
-    counts as this rank's member: `C-r` or `C_r`, by local or global rank)."""
+    """Whether the channel has a ShuffleConfig, as `train` exported it with the channel
+    (`SM_PIPE_SHUFFLED_<C>`; a per-rank channel read as `C` has its member's)."""
     environ = os.environ if environ is None else environ
-    try:
-        config = json.loads(environ.get("SM_INPUT_DATA_CONFIG") or "{}")
-    except ValueError:
-        return False
-    ranks = (environ.get("SM_LOCAL_RANK", "0"), environ.get("SM_RANK", "0"))
-    names = [channel, *(f"{channel}{sep}{rank}" for rank in ranks for sep in "-_")]
-    spec = next((config[name] for name in names if config.get(name)), {})
-    return isinstance(spec, dict) and bool(spec.get("ShuffleConfig"))
-
-
-def dealt_by_demultiplexer(channel: str, environ: Mapping[str, str]) -> bool:
-    """Whether this rank's FIFOs of `channel` are fed by the host's demultiplexer (which then drops
-    a resumed epoch's consumed records for all of the host's ranks)."""
-    return f"{os.sep}{DEMUX_FOLDER}{os.sep}" in fifo_prefix(channel, environ)
+    return environ.get(pipe_variable("SHUFFLED", channel)) == "1"
 
 
 def resume_from(channel: str, fingerprints: "array[int]") -> None:
-    """The records this rank consumed of `channel`'s interrupted epoch (smtrain.checkpoints calls
-    this on restoring): the next `records(channel, 0, skip=len(fingerprints))` drops them."""
-    _resumed[channel] = array("Q", fingerprints)
+    """`JOURNAL.resume_from`: the next `records(channel, 0, skip=len(fingerprints))` drops these records."""
+    JOURNAL.resume_from(channel, fingerprints)
 
 
 def consumed_fingerprints(channel: str, consumed: int) -> Optional["array[int]"]:
-    """The fingerprints of the first `consumed` records of the FIFO this rank reads of a shuffled
-    `channel` (what a checkpoint stores), or None when the channel keeps none."""
-    journal = _journals.get(channel)
-    if journal is None:
-        return None
-    if consumed > len(journal.fingerprints):  # a position that is not this reader's: keep what is known
-        sys.stderr.write(f"[smtrain.pipes] channel {channel!r}: a position of {consumed} consumed records, but "
-                         f"this rank read {len(journal.fingerprints)} of FIFO {journal.fifo}; the checkpoint "
-                         "keeps those\n")
-    return journal.fingerprints[:consumed]
-
-
-def _start_journal(channel: str, epoch: int, skip: int, environ: Mapping[str, str]) -> tuple[Journal, Optional[Fingerprints]]:
-    """The journal of a FIFO about to be read, and what to drop from it (None: nothing)."""
-    carried = _resumed.pop(channel, None) if skip else None
-    if skip and carried is None:
-        sys.stderr.write(f"[smtrain.pipes] channel {channel!r} has a ShuffleConfig but the checkpoint holds no "
-                         f"fingerprints of its consumed records: skipping the first {skip}, which in another "
-                         "order are not the ones consumed\n")
-    elif carried is not None and len(carried) != skip:
-        sys.stderr.write(f"[smtrain.pipes] channel {channel!r}: skip={skip}, but the checkpoint holds {len(carried)} "
-                         f"consumed records; dropping those {len(carried)}\n")
-    journal = Journal(epoch, carried if carried is not None else array("Q"))
-    _journals[channel] = journal
-    if carried is None or dealt_by_demultiplexer(channel, environ):
-        return journal, None
-    return journal, Fingerprints(carried)
+    """`JOURNAL.consumed`: the fingerprints of the first `consumed` records this rank read of a shuffled channel."""
+    return JOURNAL.consumed(channel, consumed)
 
 
 def read_epochs(
@@ -411,7 +337,7 @@ def _records_dataset(native: Optional[NativePipes], channel: str, epochs: Epochs
             lambda epoch: native.dataset(prefix, channel, tf.reshape(epoch, [1]), fmt, timeout, skip_corrupt=skip_corrupt))
 
     epochs_now: Callable[[], Iterable[int]] = epochs if callable(epochs) else (lambda: epochs)
-    environ = {f"SM_PIPE_{channel.upper()}": prefix}
+    environ = {pipe_variable("", channel): prefix}
     if fmt is RecordFormat.TFRECORD:
         def chunk_names():
             folder = _spool_folder(channel)
@@ -437,7 +363,7 @@ def equal_steps(batches: Iterable[T], name: str = "smtrain_equal_steps") -> Iter
     channels of different sizes). The ranks that still had batches when the first ran out read the
     rest of theirs without yielding them (so the epoch's FIFO is drained and the next one can come;
     no record is trained twice, the skipped ones not at all this epoch). The cost: one
-    allreduce of one integer per step (see benchmarks/bench_equal_steps.py). Without Horovod, or with
+    allreduce of one integer per step (benchmarks/bench_no_hang.py measures the watchdog beside it). Without Horovod, or with
     one rank, the batches pass through unchanged.
 
         for batch in pipes.equal_steps(pipes.dataset("train").batch(64)):

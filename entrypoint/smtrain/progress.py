@@ -19,42 +19,14 @@ Outside a job of `train` (no `SM_PROGRESS_FILE`), `step()` does nothing.
 """
 from __future__ import annotations
 
-import enum
 import mmap
 import os
-import struct
 import time
-from typing import NamedTuple, Optional
+from typing import Optional
 
-PROGRESS_FILE_ENV = "SM_PROGRESS_FILE"
-RECORD = struct.Struct("<QQd")  # steps so far, signs of life so far, wall-clock time of the write
-# The file holds two records: this module's, then the native Pipe reader's (native/pipe_dataset.cc),
-# whose signs of life it adds atomically from its own threads; then where the rank is in its
-# framework's init (an `InitPhase`, written by the rank's start-up hook).
-INIT_PHASE = struct.Struct("<Q")
-INIT_OFFSET = 2 * RECORD.size
-FILE_SIZE = INIT_OFFSET + INIT_PHASE.size
+from .wire.progress import FILE_SIZE, INIT_OFFSET, INIT_PHASE, PROGRESS_FILE_ENV, RECORD, Counts, InitPhase, read
 
 __all__ = ["FILE_SIZE", "PROGRESS_FILE_ENV", "Counts", "InitPhase", "alive", "read", "step"]
-
-
-class InitPhase(enum.IntEnum):
-    """Where a rank is in Horovod's `init`, which returns once every rank has called it."""
-
-    NOT_REACHED = 0
-    WAITING = 1  # called it: waiting for the other ranks
-    DONE = 2  # returned from it
-
-    @classmethod
-    def parse(cls, value: object) -> "Optional[InitPhase]":
-        """The phase a number written to the progress file or a control message stands for; None if none."""
-        return cls(value) if isinstance(value, int) and 0 <= value <= max(cls) else None
-
-
-class Counts(NamedTuple):
-    steps: int = 0
-    beats: int = 0  # signs of life other than steps
-    init: InitPhase = InitPhase.NOT_REACHED
 
 
 class _Counter:
@@ -108,23 +80,3 @@ def framework_init(phase: InitPhase) -> None:
     """The rank's start-up hook (smtrain/rank/startup) says where it is in Horovod's init: toolkit-internal."""
     _counter.set_init_phase(phase)
     _counter.add(0, 1)
-
-
-def read(path: str) -> Counts:
-    """What a rank last wrote to its progress file; all zero before the first write."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read(FILE_SIZE)
-    except OSError:
-        return Counts()
-    if len(data) < RECORD.size:
-        return Counts()
-    steps, beats, _ = RECORD.unpack_from(data)
-    if len(data) >= 2 * RECORD.size:
-        beats += RECORD.unpack_from(data, RECORD.size)[1]
-    init = InitPhase.NOT_REACHED
-    if len(data) == FILE_SIZE:
-        (value,) = INIT_PHASE.unpack_from(data, INIT_OFFSET)
-        parsed = InitPhase.parse(value)
-        init = InitPhase.NOT_REACHED if parsed is None else parsed
-    return Counts(steps, beats, init)

@@ -16,7 +16,7 @@ from tests.harness.docker_cluster import REPO, ContainerCluster, docker
 
 EXAMPLE = REPO / "examples" / "pipe_horovod"
 # Each test's own time only: the first one also waits for the session's image build (minutes when the
-# build cache is cold), which is bounded by its own timeout in scripts/docker_cluster.py.
+# build cache is cold), which is bounded by its own timeout in tests/harness/docker_cluster.py.
 pytestmark = pytest.mark.timeout(300, func_only=True)
 
 

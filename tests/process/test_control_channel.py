@@ -6,7 +6,8 @@ import socket
 import threading
 import time
 
-from smtrain.run.control import ControlServer, MessageType, encode
+from smtrain.run.control import ControlServer
+from smtrain.wire.control import MessageType, encode
 
 
 def _worker(port: int, host: str) -> socket.socket:

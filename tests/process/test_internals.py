@@ -142,7 +142,7 @@ ENDER = """
 import os, subprocess, sys
 from smtrain.common import linux
 from smtrain.common.signals import SignalWaker
-from smtrain.run.supervise import end_descendants
+from smtrain.proc.supervise import end_descendants
 waker = SignalWaker()
 linux.become_subreaper()
 for round in range(5):

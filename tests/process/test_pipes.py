@@ -19,7 +19,8 @@ from smtrain import pipes
 from smtrain.data import demux
 from smtrain.data.demux import demux_epoch
 from smtrain.data.feeder import Feeder, channel_objects, epoch_order
-from smtrain.plan.pipes import PipeChannel, PipeMode, assign_pipes, demux_folder, demux_prefix, rank_ended_marker
+from smtrain.plan.pipes import PipeChannel, assign_pipes
+from smtrain.wire.pipes import PipeMode, demux_folder, demux_prefix, rank_ended_marker
 from smtrain.data.records import RecordFormat, encode_recordio, encode_tfrecord
 from tests.support import make_tree, run_train
 
@@ -469,7 +470,7 @@ def test_uneven_records_never_leave_a_horovod_rank_waiting(tmp_path: Path) -> No
     assert "dealt 30 records as [15, 15]; 1 left over at the end" in done.stderr.decode()
 
 
-SHUFFLED = '{"train": {"TrainingInputMode": "Pipe", "ShuffleConfig": {"Seed": 3}}}'
+SHUFFLED = {"SM_PIPE_SHUFFLED_TRAIN": "1"}  # what train exports for a channel with a ShuffleConfig
 
 
 def test_a_shuffled_channel_keeps_the_fingerprints_of_what_it_delivered_and_of_a_count_skip(tmp_path: Path) -> None:
@@ -482,8 +483,9 @@ def test_a_shuffled_channel_keeps_the_fingerprints_of_what_it_delivered_and_of_a
     data = tmp_path / "data"
     data.mkdir()
     Feeder(data, {"train": channel_objects(str(tmp_path / "src"))}, {"train": None}, epochs=3).start()
-    env = {**_env(data, "train"), "SM_INPUT_DATA_CONFIG": SHUFFLED}
+    env = {**_env(data, "train"), **SHUFFLED}
     assert pipes.shuffled("train", env) and not pipes.shuffled("train", _env(data, "train"))
+    assert not pipes.shuffled("train", {**_env(data, "train"), "SM_PIPE_SHUFFLED_TRAIN": "0"})
     assert list(pipes.records("train", 0, environ=env, timeout=10)) == records
     assert list(pipes.consumed_fingerprints("train", 30)) == [fingerprint(r) for r in records]
     assert list(pipes.records("train", 1, environ=env, timeout=10, skip=10)) == records[10:]
@@ -499,14 +501,15 @@ def test_a_resumed_shuffled_channel_drops_the_restored_fingerprints_in_any_order
     data = tmp_path / "data"
     data.mkdir()
     Feeder(data, {"train": channel_objects(str(tmp_path / "src"))}, {"train": None}, epochs=1).start()
-    env = {**_env(data, "train"), "SM_INPUT_DATA_CONFIG": SHUFFLED}
+    env = {**_env(data, "train"), **SHUFFLED}
     consumed = [records[i] for i in (29, 3, 17, 4)]  # consumed before the restart, in another order
     from array import array
-    pipes.resume_from("train", array("Q", [fingerprint(r) for r in consumed]))
-    rest = list(pipes.records("train", 0, environ=env, timeout=10, skip=4))
+    journal = pipes.ReadJournal()  # handed explicitly (a checkpoint store takes the same object)
+    journal.resume_from("train", array("Q", [fingerprint(r) for r in consumed]))
+    rest = list(pipes.records("train", 0, environ=env, timeout=10, skip=4, reader_journal=journal))
     assert rest == [r for r in records if r not in consumed]
-    journal = list(pipes.consumed_fingerprints("train", 4 + 2))  # the next checkpoint: old ones, then new
-    assert journal == [fingerprint(r) for r in consumed + rest[:2]]
+    kept = list(journal.consumed("train", 4 + 2))  # the next checkpoint: old ones, then new
+    assert kept == [fingerprint(r) for r in consumed + rest[:2]]
 
 
 # -- AWS's per-rank channel layout through the real train, 1 host x 2 ranks --------------------------------

@@ -1,6 +1,6 @@
 """The stall watchdog through the real `train` (one host, and a one-host MPI job through the rank
 launchers and the master's control channel): with smtrain's step helpers, and with plain Horovod
-scripts that never import smtrain (tests/programs/hvd_plain_*.py), judged by what Horovod knows."""
+scripts that never import smtrain (tests/programs/hvd_plain_loop.py, hvd_plain_keras.py), judged by what Horovod knows."""
 from __future__ import annotations
 
 import shutil

@@ -5,8 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
-from smtrain.rank.launcher import Reporter
-from smtrain.rank.report import RankFailure
+from smtrain.rank.reporter import Reporter
+from smtrain.wire.report import RankFailure
 from smtrain.rank.watch import FailureWatch, exception_line_seen
 
 HEADER = b"Traceback (most recent call last):\n"

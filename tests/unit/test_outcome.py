@@ -1,8 +1,8 @@
 import signal
 
 from smtrain.errors import FailureKind
-from smtrain.run.outcome import ProgramFailure, describe_program_failure, failure_text, python_exception
-from smtrain.run.supervise import ProcessResult
+from smtrain.run.outcome import JobOutcome, describe_program_failure, failure_text, python_exception
+from smtrain.proc.supervise import ProcessResult
 
 TRACEBACK = b"Traceback (most recent call last):\n  File \"a.py\", line 2, in <module>\nRuntimeError: failed on purpose\n"
 
@@ -31,7 +31,7 @@ def test_an_uncaught_exception_then_a_crash_at_exit_ends_with_status_1_whatever_
     for signum in (signal.SIGSEGV, signal.SIGILL):
         failure = describe_program_failure(_killed(TRACEBACK + CRASH_DUMP, signum=signum), "train.py", oom_killed=False)
         name = signal.Signals(signum).name
-        assert failure == ProgramFailure(1, "RuntimeError", (
+        assert failure == JobOutcome(1, "RuntimeError", (
             f"program train.py raised an uncaught RuntimeError (status 1); the interpreter then died of {name} "
             f"while it shut down (exit status {128 + signum})"), TRACEBACK)  # the dump left out of the tail shown
     assert describe_program_failure(_killed(b"no traceback\n"), "train.py", oom_killed=False)[:3] == (

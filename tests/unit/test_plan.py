@@ -10,8 +10,8 @@ from smtrain.config.load import load_config
 from smtrain.config.model import CodeFacts, HostFacts, NetworkFacts
 from smtrain.errors import ConfigError
 from smtrain.plan.launch import Role, dumps, plan_launch
-from smtrain.plan.pipes import PipeMode
-from smtrain.rank.contract import RANK_CONTRACT_ENV, RankContract
+from smtrain.wire.pipes import PipeMode
+from smtrain.wire.contract import RANK_CONTRACT_ENV, RankContract
 from tests.support import make_tree
 
 FACTS = HostFacts(num_cpus=8, num_gpus=0, num_neurons=0, smddprun_installed=False, smddpmprun_installed=False,
@@ -162,7 +162,7 @@ def test_tuning_jobs_get_their_own_model_dir(tmp_path: Path) -> None:
 
 
 def test_ranks_get_horovods_stall_inspector_interval_unless_the_user_set_one(tmp_path) -> None:
-    from smtrain.rank.contract import RankContract
+    from smtrain.wire.contract import RankContract
     from smtrain.rank.launcher import rank_env
 
     contract = RankContract("algo-1", 7077, "t", 110.0, (), stall_timeout_s=20)
@@ -171,3 +171,21 @@ def test_ranks_get_horovods_stall_inspector_interval_unless_the_user_set_one(tmp
     assert rank_env({**base, "HOROVOD_STALL_CHECK_TIME_SECONDS": "30"}, contract)["HOROVOD_STALL_CHECK_TIME_SECONDS"] == "30"
     assert "HOROVOD_STALL_CHECK_TIME_SECONDS" not in rank_env(base, contract._replace(stall_timeout_s=0))
     assert RankContract.from_json(contract.to_json()) == contract
+
+
+def test_each_rank_learns_its_channels_mode_and_shuffle_flag_from_the_plan(tmp_path: Path) -> None:
+    """The Pipe API reads SM_PIPE_MODE_<C> and SM_PIPE_SHUFFLED_<C>: the plan's, carried in the contract."""
+    from smtrain.rank.launcher import rank_env
+
+    channels = {"train": {"TrainingInputMode": "Pipe", "ShuffleConfig": {"Seed": 3}},
+                "eval": {"TrainingInputMode": "Pipe"}}
+    tree = make_tree(tmp_path, hosts=HOSTS, current_host="algo-1", hyperparameters=MPI, channels=channels)
+    plan = plan_launch(load_config(tree.env(SM_CONTROL_PORT="7100")), FACTS, "/venv/bin/python", token="t" * 32)
+    contract = RankContract.from_json(plan.env_set[RANK_CONTRACT_ENV])
+    assert {(a.channel, a.mode, a.shuffled) for a in contract.pipes} == {
+        ("train", PipeMode.DEMUX, True), ("eval", PipeMode.DEMUX, False)}
+    env = rank_env({"SAGEMAKER_BASE_DIR": str(tmp_path), "OMPI_COMM_WORLD_LOCAL_RANK": "1"}, contract)
+    assert (env["SM_PIPE_MODE_TRAIN"], env["SM_PIPE_SHUFFLED_TRAIN"], env["SM_PIPE_SHUFFLED_EVAL"]) == ("demux", "1", "0")
+    assert env["SM_PIPE_TRAIN"].endswith("train-1") and env["SM_PIPE_FORMAT_TRAIN"] == "tfrecord"
+    alone = _strategy_plan(tmp_path / "one", {}, "algo-1", hosts=("algo-1",))
+    assert json.loads(dumps(alone))["distribution"] == "single"

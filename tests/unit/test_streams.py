@@ -2,7 +2,7 @@
 import os
 import threading
 
-from smtrain.run.streams import LineRelay, TailBuffer
+from smtrain.proc.streams import LineRelay, TailBuffer
 
 
 def _relay(chunks: list[bytes], max_line: int = 1 << 20) -> tuple[bytes, bytes]:

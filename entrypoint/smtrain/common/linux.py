@@ -6,6 +6,9 @@ import functools
 import os
 from typing import Collection
 
+__all__ = ["PR_SET_CHILD_SUBREAPER", "PR_SET_PDEATHSIG", "alive", "become_subreaper", "children_of", "command_name",
+    "descendants_of", "set_parent_death_signal"]
+
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 

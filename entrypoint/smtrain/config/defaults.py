@@ -1,6 +1,10 @@
 """Every default the toolkit uses, defined once (the README's settings table lists them)."""
 from __future__ import annotations
 
+__all__ = ["ABORT_GRACE_S", "DEFAULT_BASE_DIR", "DEFAULT_CONTROL_PORT", "DEFAULT_GRACE_PERIOD_S",
+    "DEFAULT_MONITOR_INTERVAL_MS", "DEFAULT_SSHD_CONFIG", "DEFAULT_SSHD_PORT", "DEFAULT_STALL_TIMEOUT_S",
+    "HEARTBEAT_S", "HEARTBEAT_TIMEOUT_S", "HELPER_STOP_S", "SSHD", "STACK_DUMP_WAIT_S", "default_peer_wait_s"]
+
 DEFAULT_BASE_DIR = "/opt/ml"
 # SageMaker stops a job 120 s after SIGTERM; leave the toolkit time to report after the grace period.
 DEFAULT_GRACE_PERIOD_S = 110.0

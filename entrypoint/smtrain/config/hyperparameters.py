@@ -9,6 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Optional
 
+__all__ = ["SAGEMAKER_PREFIX", "TOOLKIT_NAMES", "TUNING_MARKER", "decode", "framework_parameters", "is_toolkit_name",
+    "to_cmd_args", "user_hyperparameters", "with_tuning_model_dir"]
+
 SAGEMAKER_PREFIX = "sagemaker_"
 # Names sagemaker-training treats as its own although some lack the prefix; they are neither user
 # arguments nor "additional framework parameters".

@@ -1,6 +1,6 @@
 """Read every input of a training job once into one validated, immutable `TrainingConfig`.
 
-Inputs (see shared/DESIGN.md, Contract: inputs): the JSON files under `<base>/input/config/` and a
+Inputs (README, "What the program gets"): the JSON files under `<base>/input/config/` and a
 few environment variables. Nothing here starts a process or changes a file; errors name the file,
 the field and what was expected.
 """
@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from ..data.records import RecordFormat
+from ..wire.records import RecordFormat
 from ..errors import ConfigError
 from . import hyperparameters as hps
 from .defaults import (

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
 from . import hyperparameters as hps
-from ..data.records import RecordFormat
+from ..wire.records import RecordFormat
 
 __all__ = [
     "Channel", "CodeFacts", "HostFacts", "InputMode", "InstanceGroup", "MpiSettings", "NetworkFacts", "Paths",

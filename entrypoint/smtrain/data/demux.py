@@ -7,7 +7,7 @@ channel.
 
 Which ranks read the channel it learns from them, the same way every run: before the first epoch it
 waits until each local rank has either opened its FIFO (a reader) or ended without (the rank
-launcher's mark, smtrain.plan.pipes.rank_ended_marker), however long that takes; a rank that starts
+launcher's mark, smtrain.wire.pipes.rank_ended_marker), however long that takes; a rank that starts
 late is waited for, not taken for one that never reads. The readers of epoch 0 are the readers of
 every epoch. A channel that no rank reads is never opened (SageMaker's writer waits, as in its own
 containers); one that one rank reads is passed to it byte for byte as it comes (`os.splice`: the
@@ -43,10 +43,15 @@ from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
 
 from ..common.console import log, set_prefix
-from ..pipes import PipeError, open_fifo
-from ..plan.pipes import demux_folder, demux_prefix, rank_ended_marker
+from ..wire.pipes import demux_folder, demux_prefix, rank_ended_marker
+from ..wire.records import RecordFormat
+from .checkpoint_folder import CheckpointFolder
+from .fifo import PipeError, open_fifo
 from .fingerprints import Fingerprints, fingerprint
-from .records import CorruptRecord, RecordFormat, RecordSplitter, payload, write_pieces, write_spans
+from .records import CorruptRecord, RecordSplitter, payload, write_pieces, write_spans
+
+__all__ = ["BLOCK_BYTES", "F_SETPIPE_SZ", "MAX_BLOCK", "PIPE_SIZE", "EpochResult", "Span", "block_for",
+    "consumed_before_restart", "deal", "demux_epoch", "main", "run", "settle_readers"]
 
 PIPE_SIZE = 1 << 20  # per rank: smooths out the dealing without holding much
 F_SETPIPE_SZ = 1031
@@ -262,10 +267,8 @@ def _pass_through(src: int, rank: int, fds: dict[int, Optional[int]], name: str)
 
 def consumed_before_restart(checkpoint_dir: Path, channel: str, ranks: range) -> Optional[Fingerprints]:
     """The records this host's ranks consumed of `channel`'s interrupted epoch, from the newest
-    complete checkpoint (the one CheckpointStore.restore gives the program); None without one."""
-    from ..checkpoints import CheckpointStore  # only for shuffled channels
-
-    checkpoint = CheckpointStore(checkpoint_dir, log=log).latest()
+    complete checkpoint (the one the program's CheckpointStore.restore gives it); None without one."""
+    checkpoint = CheckpointFolder(checkpoint_dir, log=log).latest()
     if checkpoint is None:
         return None
     found = [f for rank in ranks if (f := checkpoint.fingerprints(channel, rank)) is not None]

@@ -31,6 +31,8 @@ from ..config.model import InputMode
 from ..common.console import log, set_prefix
 from ..errors import ConfigError
 
+__all__ = ["SPLICE_CHUNK", "Feeder", "channel_objects", "epoch_order", "feed_channel", "main"]
+
 SPLICE_CHUNK = 1 << 20
 
 

@@ -11,10 +11,14 @@ a record containing the magic is split into parts (flags 1, 2, 3) joined by the 
 """
 from __future__ import annotations
 
-import enum
 import os
 import struct
 from typing import Any, Callable, Optional
+
+from ..wire.records import RecordFormat
+
+__all__ = ["CHUNK", "IOV_MAX", "CorruptRecord", "RecordFormat", "RecordSplitter", "encode_recordio",
+    "encode_tfrecord", "masked_crc", "payload", "write_pieces", "write_spans"]
 
 _TFRECORD_HEADER = struct.Struct("<QI")
 _U32 = struct.Struct("<I")
@@ -24,31 +28,6 @@ _RECORDIO_HEADER = struct.Struct("<II")
 _LENGTH_MASK = (1 << 29) - 1
 CHUNK = 1 << 20
 IOV_MAX = 1024
-
-
-class RecordFormat(enum.Enum):
-    TFRECORD = "tfrecord"
-    RECORDIO = "recordio"
-    LINES = "lines"
-
-    @classmethod
-    def parse(cls, text: str) -> "RecordFormat":
-        try:
-            return cls(text.lower())
-        except ValueError:
-            raise ValueError(f"unknown record format {text!r}; expected one of tfrecord, recordio, lines") from None
-
-    @classmethod
-    def from_content_type(cls, content_type: Optional[str]) -> Optional["RecordFormat"]:
-        """A format implied by a channel's ContentType, if it names one."""
-        ct = (content_type or "").lower()
-        if "tfrecord" in ct or "tensorflow" in ct:
-            return cls.TFRECORD
-        if "recordio" in ct:
-            return cls.RECORDIO
-        if ct.startswith("text/") or "jsonlines" in ct or "csv" in ct:
-            return cls.LINES
-        return None
 
 
 class CorruptRecord(ValueError):

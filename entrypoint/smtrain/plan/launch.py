@@ -7,20 +7,31 @@ from __future__ import annotations
 import enum
 import json
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from ..config.defaults import SSHD
 from ..config.hyperparameters import to_cmd_args
 from ..config.model import HostFacts, InputMode, Strategy, TrainingConfig
 from ..config.secrets import Redactor
-from ..rank.contract import RANK_CONTRACT_ENV, RankContract, without_internals
+from ..wire.contract import RANK_CONTRACT_ENV, RankContract, without_internals
 from .mpirun import MpiLayout, layout, mpirun_command
-from .pipes import PipeAssignment, PipeChannel, PipeMode, assign_pipes, demux_folder, pipe_env
+from ..wire.pipes import PipeAssignment, PipeMode, demux_folder, pipe_env
+from .pipes import PipeChannel, assign_pipes
 from .program import ProgramLaunch, plan_program
 from .smenv import process_env_vars, sm_env_vars
 from .tfconfig import Task, container_env, tasks_of, tf_config
 
-__all__ = ["LaunchPlan", "MpiPlan", "Role", "StrategyPlan", "dumps", "plan_launch"]
+__all__ = ["PLANNERS", "Distribution", "KindInputs", "KindPlan", "LaunchPlan", "MpiPlan", "Role", "StrategyPlan", "dumps",
+           "plan_launch"]
+
+
+class Distribution(enum.Enum):
+    """How the job's processes work together; decided once (`distribution_of`), carried on the plan."""
+
+    SINGLE = "single"  # this host runs its program on its own: one host, or outside the distribution's hosts
+    MPI = "mpi"  # mpirun starts every rank (Horovod), on one host or several
+    MULTI_WORKER_MIRRORED = "multi-worker-mirrored"  # a TF strategy across two or more hosts
+    PARAMETER_SERVER = "parameter-server"  # TF parameter servers on two or more hosts
 
 
 class Role(enum.Enum):
@@ -87,6 +98,7 @@ class StrategyPlan(NamedTuple):
 
 
 class LaunchPlan(NamedTuple):
+    distribution: Distribution
     role: Role
     host: str
     program: ProgramLaunch
@@ -115,6 +127,7 @@ class LaunchPlan(NamedTuple):
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "distribution": self.distribution.value,
             "role": self.role.value,
             "host": self.host,
             "argv": list(self.argv),
@@ -142,12 +155,21 @@ def is_strategy_job(config: TrainingConfig) -> bool:
     return config.strategy is not None and len(hosts) >= 2 and config.resources.current_host in hosts
 
 
-def role_of(config: TrainingConfig) -> Role:
+def distribution_of(config: TrainingConfig) -> Distribution:
     if config.mpi.enabled:
-        return Role.MASTER if config.resources.current_host == config.resources.hosts[0] else Role.WORKER
+        return Distribution.MPI
     if is_strategy_job(config):
-        return Role.MASTER if config.resources.current_host == config.distribution_hosts[0] else Role.WORKER
-    return Role.SINGLE
+        return (Distribution.PARAMETER_SERVER if config.strategy is Strategy.PARAMETER_SERVER
+                else Distribution.MULTI_WORKER_MIRRORED)
+    return Distribution.SINGLE
+
+
+def role_of(config: TrainingConfig, distribution: Distribution) -> Role:
+    """The first host of the job (MPI: of all hosts; a strategy: of its instance groups') is the master."""
+    if distribution is Distribution.SINGLE:
+        return Role.SINGLE
+    hosts = config.resources.hosts if distribution is Distribution.MPI else config.distribution_hosts
+    return Role.MASTER if config.resources.current_host == hosts[0] else Role.WORKER
 
 
 def strategy_env(config: TrainingConfig) -> dict[str, str]:
@@ -184,7 +206,8 @@ def _strategy_plan(config: TrainingConfig, python: str, pipes: tuple[PipeAssignm
 
 
 def plan_pipes(config: TrainingConfig, ranks_per_host: int, mpi: bool, world_size: int = 0) -> tuple[PipeAssignment, ...]:
-    channels = [PipeChannel(c.name, c.record_format) for c in config.channels if c.mode is InputMode.PIPE]
+    channels = [PipeChannel(c.name, c.record_format, c.shuffle_seed is not None)
+                for c in config.channels if c.mode is InputMode.PIPE]
     return assign_pipes(channels, config.paths.input_data_dir, ranks_per_host, mpi, world_size)
 
 
@@ -232,65 +255,107 @@ def _mpi_plan(config: TrainingConfig, facts: HostFacts, role: Role) -> MpiPlan:
     )
 
 
+class KindPlan(NamedTuple):
+    """What a distribution kind's planner decides: how this host's part starts and which FIFOs its ranks read."""
+
+    argv: tuple[str, ...]
+    env_set: dict[str, str]
+    pipes: tuple[PipeAssignment, ...]
+    ranks_per_host: int
+    first_rank: int  # this host's first rank (mpirun's by-slot order)
+    mpi: Optional[MpiPlan] = None
+    strategy: Optional[StrategyPlan] = None
+
+
+class KindInputs(NamedTuple):
+    config: TrainingConfig
+    facts: HostFacts
+    python: str
+    token: str
+    role: Role
+    launch: ProgramLaunch
+    base_env: Callable[[tuple[PipeAssignment, ...]], dict[str, str]]  # the program's variables, given its FIFOs
+
+
+def _plan_single(given: KindInputs) -> KindPlan:
+    pipes = plan_pipes(given.config, 1, False)
+    return KindPlan(given.launch.argv, given.base_env(pipes), pipes, 1, 0)
+
+
+def _plan_mpi(given: KindInputs) -> KindPlan:
+    config, python = given.config, given.python
+    mpi = _mpi_plan(config, given.facts, given.role)
+    here = config.resources.current_host
+    ranks_per_host = mpi.layout.processes_per_host
+    first_rank = mpi.layout.hosts.index(here) * ranks_per_host if here in mpi.layout.hosts else 0
+    pipes = plan_pipes(config, ranks_per_host, True, mpi.layout.num_processes)
+    env_set = given.base_env(pipes)
+    if given.role is Role.WORKER:  # the master's mpirun starts this host's ranks through sshd
+        return KindPlan((), env_set, pipes, ranks_per_host, first_rank, mpi=mpi)
+    control_host = mpi.master if mpi.workers else "127.0.0.1"
+    contract = RankContract(control_host, mpi.control_port, given.token, config.grace_period_s, pipes,
+                            stall_timeout_s=config.stall_timeout_s)
+    env_set[RANK_CONTRACT_ENV] = contract.to_json()
+    command = mpirun_command(
+        mpi.layout, here, config.resources.network_interface_name, config.resources.current_instance_type,
+        given.facts.network, {**without_internals(config.environ), **env_set}, config.mpi.custom_options,
+        (python, "-m", "smtrain.rank", "--", *given.launch.argv),
+    )
+    env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
+    return KindPlan(command.argv, env_set, pipes, ranks_per_host, first_rank, mpi=mpi)
+
+
+def _plan_strategy(given: KindInputs) -> KindPlan:
+    pipes = plan_pipes(given.config, 1, False)
+    python = given.python
+    return KindPlan((python, "-m", "smtrain.rank", "--", *given.launch.argv), given.base_env(pipes), pipes, 1, 0,
+                    strategy=_strategy_plan(given.config, python, pipes))
+
+
+# One row per distribution kind (its policies, what each host does at run time: smtrain.run.kinds).
+PLANNERS: dict[Distribution, Callable[[KindInputs], KindPlan]] = {
+    Distribution.SINGLE: _plan_single,
+    Distribution.MPI: _plan_mpi,
+    Distribution.MULTI_WORKER_MIRRORED: _plan_strategy,
+    Distribution.PARAMETER_SERVER: _plan_strategy,
+}
+
+
 def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: str = "") -> LaunchPlan:
-    """What this host does. `token` authenticates rank reports on the MPI control channel."""
-    role = role_of(config)
+    """What this host does. `token` authenticates rank reports on the control channel."""
+    distribution = distribution_of(config)
+    role = role_of(config, distribution)
     launch = plan_program(config.program, config.paths.code_dir, to_cmd_args(config.user_hyperparameters), python,
                           facts.code.submit_is_file)
     pythonpath = str(launch.program_dir)
     if config.environ.get("PYTHONPATH"):
         pythonpath += ":" + config.environ["PYTHONPATH"]
-    mpi = _mpi_plan(config, facts, role) if role is not Role.SINGLE and config.mpi.enabled else None
-    ranks_per_host = mpi.layout.processes_per_host if mpi else 1
-    pipes = plan_pipes(config, ranks_per_host, mpi is not None, mpi.layout.num_processes if mpi else 1)
-    resume = DemuxResume(
-        config.checkpoint_dir,
-        mpi.layout.hosts.index(config.resources.current_host) * ranks_per_host
-        if mpi and config.resources.current_host in mpi.layout.hosts else 0,
-        frozenset(c.name for c in config.channels if c.shuffle_seed is not None),
-    )
-    strategy = _strategy_plan(config, python, pipes) if role is not Role.SINGLE and mpi is None else None
     process_env = process_env_vars(config)
-    env_set = {
-        **process_env,
-        **container_env(process_env["SAGEMAKER_REGION"], config.environ),
-        **strategy_env(config),
-        **sm_env_vars(config, facts),
-        "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
-        **({"SM_TENSORBOARD_DIR": str(config.tensorboard_dir)} if config.tensorboard_dir else {}),
-        **pipe_env(pipes, 0),
-        "PYTHONPATH": pythonpath,
-    }
-    argv = launch.argv
-    if role is Role.MASTER and mpi is not None:
-        control_host = mpi.master if mpi.workers else "127.0.0.1"
-        contract = RankContract(control_host, mpi.control_port, token, config.grace_period_s, pipes,
-                                stall_timeout_s=config.stall_timeout_s)
-        env_set[RANK_CONTRACT_ENV] = contract.to_json()
-        command = mpirun_command(
-            mpi.layout,
-            config.resources.current_host,
-            config.resources.network_interface_name,
-            config.resources.current_instance_type,
-            facts.network,
-            {**without_internals(config.environ), **env_set},
-            config.mpi.custom_options,
-            (python, "-m", "smtrain.rank", "--", *launch.argv),
-        )
-        argv = command.argv
-        env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
-    elif role is Role.WORKER and mpi is not None:
-        argv = ()  # the master's mpirun starts this host's ranks through sshd
-    elif strategy is not None:
-        argv = (python, "-m", "smtrain.rank", "--", *launch.argv)
+
+    def base_env(pipes: tuple[PipeAssignment, ...]) -> dict[str, str]:
+        return {
+            **process_env,
+            **container_env(process_env["SAGEMAKER_REGION"], config.environ),
+            **strategy_env(config),
+            **sm_env_vars(config, facts),
+            "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
+            **({"SM_TENSORBOARD_DIR": str(config.tensorboard_dir)} if config.tensorboard_dir else {}),
+            **pipe_env(pipes, 0),
+            "PYTHONPATH": pythonpath,
+        }
+
+    kind = PLANNERS[distribution](KindInputs(config, facts, python, token, role, launch, base_env))
+    resume = DemuxResume(config.checkpoint_dir, kind.first_rank,
+                         frozenset(c.name for c in config.channels if c.shuffle_seed is not None))
     requirements = launch.program_dir / "requirements.txt"
     return LaunchPlan(
+        distribution=distribution,
         role=role,
         host=config.resources.current_host,
         program=launch,
-        argv=argv,
+        argv=kind.argv,
         cwd=launch.program_dir,
-        env_set=env_set,
+        env_set=kind.env_set,
         requirements=requirements if launch.fetch_from or facts.code.has_requirements else None,
         folders=(config.paths.model_dir, config.paths.output_data_dir, config.checkpoint_dir,
                  *([config.tensorboard_dir] if config.tensorboard_dir else [])),
@@ -300,10 +365,10 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         stall_timeout_s=config.stall_timeout_s,
         failure_file=config.paths.failure_file,
         success_file=config.paths.success_file,
-        mpi=mpi,
-        strategy=strategy,
-        pipes=pipes,
-        demux=demux_commands(pipes, config.paths.input_data_dir, ranks_per_host, python, resume),
+        mpi=kind.mpi,
+        strategy=kind.strategy,
+        pipes=kind.pipes,
+        demux=demux_commands(kind.pipes, config.paths.input_data_dir, kind.ranks_per_host, python, resume),
         monitor=monitor_command(config, python),
     )
 

@@ -17,6 +17,9 @@ from typing import Mapping, NamedTuple, Optional, Sequence
 
 from ..config.model import NetworkFacts
 
+__all__ = ["EFA_INSTANCE_TYPES", "EFA_RDMA_INSTANCE_TYPES", "NOT_EXPORTED", "NOT_EXPORTED_PREFIXES", "MpiLayout",
+    "MpirunCommand", "choose_interface", "is_exported", "layout", "mpirun_command", "split_nccl_debug"]
+
 EFA_INSTANCE_TYPES = frozenset(
     {
         "ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g4dn.16xlarge", "ml.g4dn.metal",

@@ -1,4 +1,4 @@
-"""Which FIFOs each rank reads (pure). The rules (shared/DESIGN.md, Contract: Pipe mode):
+"""Which FIFOs each rank reads (pure). The rules (README, "Pipe mode"):
 
 - Without MPI, or one process per host: the program reads each Pipe channel `C` directly.
 - Per-rank channels, read by one rank each, directly and in full: a group `C-0 ... C-(N-1)` or
@@ -10,47 +10,31 @@
 - Every other Pipe channel under MPI with P >= 2 processes per host: the host's demultiplexer
   (smtrain.data.demux) reads `C` and deals its records to the local ranks that read it. Which ranks
   read it it learns from the ranks themselves: before the first epoch, it waits until every local
-  rank has opened its FIFO or ended (the rank launcher marks the end, `rank_ended_marker`). A channel
+  rank has opened its FIFO or ended (the rank launcher marks the end, smtrain.wire.pipes.rank_ended_marker). A channel
   that one rank reads is passed to it as it comes; one that no rank reads is never opened.
 
 Every rank finds its FIFO prefix in `SM_PIPE_<C>` (epoch e at `<prefix>_<e>`) and the record
-format in `SM_PIPE_FORMAT_<C>`. The rank launcher gets the assignments in its RankContract (smtrain.rank.contract).
+format in `SM_PIPE_FORMAT_<C>`. The rank launcher gets the assignments in its RankContract (smtrain.wire.contract);
+the names of the variables and FIFOs are in smtrain.wire.pipes.
 """
 from __future__ import annotations
 
-import enum
 import re
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from ..data.records import RecordFormat
+from ..wire.pipes import PipeAssignment, PipeMode, demux_prefix
+from ..wire.records import RecordFormat
 
-DEMUX_FOLDER = ".smtrain-pipes"
 _RANK_CHANNEL = re.compile(r"^(.+?)([-_])(0|[1-9][0-9]*)$")
 
-__all__ = ["DEMUX_FOLDER", "PipeAssignment", "PipeChannel", "PipeMode", "assign_pipes", "demux_folder", "demux_prefix",
-           "pipe_env", "rank_ended_marker"]
-
-
-class PipeMode(enum.Enum):
-    DIRECT = "direct"
-    PER_RANK = "per-rank"
-    DEMUX = "demux"
+__all__ = ["PipeChannel", "assign_pipes"]
 
 
 class PipeChannel(NamedTuple):
     name: str
     record_format: RecordFormat
-
-
-class PipeAssignment(NamedTuple):
-    channel: str  # the logical channel the program asks for
-    mode: PipeMode
-    record_format: RecordFormat
-    prefix: str  # "{local_rank}" / "{rank}" in it are replaced by each rank's local / global rank
-
-    def for_rank(self, local_rank: int, rank: int = 0) -> str:
-        return self.prefix.replace("{local_rank}", str(local_rank)).replace("{rank}", str(rank))
+    shuffled: bool = False  # it has a ShuffleConfig
 
 
 class _Group(NamedTuple):
@@ -84,7 +68,7 @@ def assign_pipes(channels: Sequence[PipeChannel], data_dir: Path, ranks_per_host
                  world_size: int = 0) -> tuple[PipeAssignment, ...]:
     """`world_size`: the job's ranks (default: one host's)."""
     def direct(c: PipeChannel) -> PipeAssignment:
-        return PipeAssignment(c.name, PipeMode.DIRECT, c.record_format, str(data_dir / c.name))
+        return PipeAssignment(c.name, PipeMode.DIRECT, c.record_format, str(data_dir / c.name), c.shuffled)
 
     if not mpi:
         return tuple(direct(c) for c in channels)
@@ -92,7 +76,7 @@ def assign_pipes(channels: Sequence[PipeChannel], data_dir: Path, ranks_per_host
     groups = _rank_groups(list(by_name), ranks_per_host, max(world_size, ranks_per_host))
     assignments = [
         PipeAssignment(g.name, PipeMode.PER_RANK, by_name[g.members[0]].record_format,
-                       str(data_dir / f"{g.name}{g.sep}{{{g.by}}}"))
+                       str(data_dir / f"{g.name}{g.sep}{{{g.by}}}"), any(by_name[m].shuffled for m in g.members))
         for g in groups
     ]
     taken = {g.name for g in groups}
@@ -104,28 +88,5 @@ def assign_pipes(channels: Sequence[PipeChannel], data_dir: Path, ranks_per_host
             assignments.append(direct(c))
         else:
             prefix = str(demux_prefix(data_dir, c.name, "{local_rank}"))
-            assignments.append(PipeAssignment(c.name, PipeMode.DEMUX, c.record_format, prefix))
+            assignments.append(PipeAssignment(c.name, PipeMode.DEMUX, c.record_format, prefix, c.shuffled))
     return tuple(assignments)
-
-
-def pipe_env(assignments: Sequence[PipeAssignment], local_rank: int, rank: int = 0) -> dict[str, str]:
-    env = {}
-    for a in assignments:
-        env[f"SM_PIPE_{a.channel.upper()}"] = a.for_rank(local_rank, rank)
-        env[f"SM_PIPE_FORMAT_{a.channel.upper()}"] = a.record_format.value
-    return env
-
-
-def demux_folder(data_dir: Path) -> Path:
-    return data_dir / DEMUX_FOLDER
-
-
-def demux_prefix(data_dir: Path, channel: str, local_rank: "int | str") -> Path:
-    """Where the demultiplexer puts local rank `local_rank`'s FIFOs of `channel` (epoch e at `_<e>`)."""
-    return demux_folder(data_dir) / f"{channel}-{local_rank}"
-
-
-def rank_ended_marker(folder: Path, local_rank: int) -> Path:
-    """The file a rank launcher writes into the demultiplexers' `folder` when its program has ended:
-    they then know that this rank will open none of its FIFOs."""
-    return folder / f".ended-{local_rank}"

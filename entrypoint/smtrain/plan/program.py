@@ -10,6 +10,8 @@ from typing import NamedTuple, Optional, Sequence
 from ..config.model import ProgramSpec
 from ..errors import ConfigError, ProgramNotExecutable, ProgramNotFound
 
+__all__ = ["CodeSource", "ProgramLaunch", "check_program", "plan_program"]
+
 
 class CodeSource(enum.Enum):
     LOCAL_DIR = "local folder"

@@ -12,6 +12,8 @@ from ..config.distribution import distribution_groups, distribution_hosts
 from ..config.model import HostFacts, TrainingConfig
 from ..config.hyperparameters import to_cmd_args
 
+__all__ = ["DEFAULT_LOG_LEVEL", "format_value", "process_env_vars", "sm_env_vars", "training_env"]
+
 DEFAULT_LOG_LEVEL = 20  # logging.INFO, without importing logging
 
 

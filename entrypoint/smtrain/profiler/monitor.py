@@ -29,6 +29,9 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from ..common.signals import SHUTDOWN_SIGNALS, SignalWaker
 
+__all__ = ["FLUSH_S", "ROTATE_S", "EventWriter", "GpuSampler", "HostSampler", "Sample", "Summary", "event_line",
+    "file_path", "main", "percentile", "run"]
+
 FLUSH_S = 2.0
 ROTATE_S = 60
 

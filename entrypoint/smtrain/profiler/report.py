@@ -18,6 +18,8 @@ from typing import Any, Optional, Sequence
 from .monitor import percentile
 from .rules import RuleResult, Series, evaluate, gpus, hosts, load_series, parse_overrides
 
+__all__ = ["main", "plot", "render_html", "summarise"]
+
 
 def summarise(series: Series, results: list[RuleResult]) -> dict[str, Any]:
     summary: dict[str, Any] = {"hosts": {}, "rules": [r.to_json() for r in results]}

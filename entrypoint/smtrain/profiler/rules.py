@@ -31,6 +31,10 @@ from typing import Any, Iterable, Mapping, NamedTuple, Optional
 
 from .monitor import percentile
 
+__all__ = ["DEFAULTS", "RECOMMENDATIONS", "RULES", "RuleResult", "Series", "batch_size", "cpu_bottleneck",
+    "evaluate", "gpu_memory_increase", "gpus", "hosts", "io_bottleneck", "load_series", "low_cpu_utilization",
+    "low_gpu_utilization", "parse_overrides", "uneven_load"]
+
 DEFAULTS: dict[str, dict[str, float]] = {
     "LowGPUUtilization": {"threshold_p95": 70, "threshold_p5": 10, "window": 500, "patience": 1000},
     "CPUBottleneck": {"threshold": 50, "cpu_threshold": 90, "gpu_threshold": 10, "patience": 1000},

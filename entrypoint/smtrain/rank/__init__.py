@@ -1,5 +1,6 @@
-"""The rank launcher (`python -m smtrain.rank -- PROGRAM ...`), which mpirun starts for every rank,
-its contract with the master, and the failure reports it sends."""
+"""The rank launcher (`python -m smtrain.rank -- PROGRAM ...`), which mpirun (or `train`, for a TF
+strategy's tasks) starts for every rank: its environment, what it reports to the master, and the
+watch on the program's stderr (tracebacks; Horovod's stall inspector)."""
 
 # Submodules are imported where they are used, never here: a process loads only what its role needs.
-__all__ = ["contract", "launcher", "report", "watch"]
+__all__ = ["collectives", "launcher", "reporter", "watch"]

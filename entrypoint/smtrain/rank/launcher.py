@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
@@ -22,14 +20,12 @@ from ..common import console
 from ..common.signals import SignalWaker
 from ..config.defaults import DEFAULT_BASE_DIR, DEFAULT_GRACE_PERIOD_S
 from ..config.secrets import Redactor
-from ..progress import Counts
-from ..plan.pipes import PipeMode, pipe_env, rank_ended_marker
-from ..run import control
-from ..run.supervise import supervise
-from ..run.watchdog import ProgressFile, dump_stacks
-from .collectives import CollectiveWaits, StallInspectorLines, check_interval_s
-from .contract import RankContract, without_internals
-from .report import RankFailure
+from ..proc.progressfile import ProgressFile
+from ..proc.supervise import supervise
+from ..wire.contract import RankContract, without_internals
+from ..wire.pipes import PipeMode, pipe_env, rank_ended_marker
+from .collectives import check_interval_s
+from .reporter import ProgressReporter, Reporter, task_rank
 from .watch import REPORT_TAIL_BYTES, FailureWatch
 
 __all__ = ["cpu_threads", "main", "rank_env"]
@@ -80,112 +76,6 @@ def cpu_threads(env: Mapping[str, str], cores: int) -> dict[str, str]:
         return {}
     threads = str(max(1, cores // local_size))
     return {name: threads for name in THREAD_VARIABLES if name not in env}
-
-
-def task_rank(env: Mapping[str, str], contract: Optional[RankContract]) -> int:
-    """The rank mpirun gave, else the contract's task number (TF strategy jobs), else -1."""
-    return int(env.get("SM_RANK", contract.rank if contract else -1))
-
-
-class Reporter:
-    """Sends this rank's failure reports to the master's control server (best effort, 3 s each)."""
-
-    def __init__(self, contract: Optional[RankContract], env: Mapping[str, str], program: str) -> None:
-        self._contract = contract
-        self._host = env.get("SM_CURRENT_HOST", "?")
-        self._rank = task_rank(env, contract)
-        self._local_rank = int(env.get("SM_LOCAL_RANK", "-1"))
-        self.program = program
-
-    def failure(self, final: bool, error_at: float, stderr_tail: str, **ending: object) -> RankFailure:
-        return RankFailure(host=self._host, rank=self._rank, local_rank=self._local_rank, final=final,
-                           program=self.program, error_at=error_at, stderr_tail=stderr_tail, **ending)  # type: ignore[arg-type]
-
-    def send(self, report: RankFailure) -> None:
-        if self._contract is None:
-            return
-        message = control.encode(control.MessageType.RANK_EXIT, token=self._contract.token, **report.to_fields())
-        sock = control.connect(self._contract.control_host, self._contract.control_port, time.monotonic() + 3.0, message)
-        if sock is not None:
-            sock.close()
-
-
-class ProgressReporter:
-    """Tells the master this rank's progress whenever it grew (checked every second), and what
-    Horovod's stall inspector says on this rank's stderr (rank 0's), over one lasting connection;
-    when the master says the job stalled, SIGABRT to the program, whose faulthandler
-    (PYTHONFAULTHANDLER) writes every thread's Python stack to the log."""
-
-    def __init__(self, contract: RankContract, env: Mapping[str, str], progress: ProgressFile) -> None:
-        self._contract, self._progress = contract, progress
-        self._host, self._rank = env.get("SM_CURRENT_HOST", "?"), task_rank(env, contract)
-        self._stopped = threading.Event()
-        self._waits = CollectiveWaits()
-        self._waited: dict[int, float] = {}  # rank -> how long the others have waited for it, not yet sent
-        self._check_s = 0.0  # the stall inspector's interval
-        self._lock = threading.Lock()
-        self._reported = Counts()
-        self.inspector_lines = StallInspectorLines(self._named)
-
-    def start(self) -> "ProgressReporter":
-        threading.Thread(target=self._run, name="progress", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        self._stopped.set()
-
-    def _named(self, rank: int, check_s: float) -> None:
-        """Horovod's stall inspector named `rank` (called from the stderr relay's thread)."""
-        with self._lock:
-            self._waited[rank] = self._waits.named(rank, check_s, time.monotonic())
-            self._check_s = check_s
-
-    def _messages(self) -> list[bytes]:
-        counts = self._progress.read()
-        messages = []
-        if counts != self._reported:
-            self._reported = counts
-            messages.append(self._progress_message(counts))
-        with self._lock:
-            waited, self._waited = self._waited, {}
-        if waited:
-            messages.append(control.encode(control.MessageType.WAITING, waits=sorted(waited.items()),
-                                           check_s=self._check_s))
-        return messages
-
-    def _progress_message(self, counts: Counts) -> bytes:
-        return control.encode(control.MessageType.PROGRESS, token=self._contract.token, host=self._host,
-                              rank=self._rank, steps=counts.steps, beats=counts.beats, init=int(counts.init))
-
-    def _run(self) -> None:
-        sock = control.connect(self._contract.control_host, self._contract.control_port, time.monotonic() + 30,
-                               self._progress_message(self._reported))
-        if sock is None:
-            return
-        reader = control.LineReader(sock)
-        with sock:
-            while not self._stopped.is_set():
-                readable, _, _ = select.select([sock], [], [], 1.0)
-                if readable or reader.has_buffered():
-                    if not self._handle(reader):
-                        return
-                try:
-                    for message in self._messages():
-                        sock.sendall(message)
-                except OSError:
-                    return
-
-    def _handle(self, reader: control.LineReader) -> bool:
-        try:
-            message = reader.read(timeout=1.0)
-        except (TimeoutError, ValueError):
-            return True
-        if message is None:
-            return False
-        if message.type is control.MessageType.STALL:
-            console.log("the job stalled: SIGABRT to the program, whose faulthandler logs its stack")
-            dump_stacks()
-        return True
 
 
 def mark_ended(contract: RankContract, local_rank: int) -> None:

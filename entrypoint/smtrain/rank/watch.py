@@ -3,10 +3,9 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
-if TYPE_CHECKING:
-    from .launcher import Reporter
+from .reporter import Reporter
 
 REPORT_TAIL_BYTES = 8192  # the whole tail the supervisor keeps: a crash dump may follow the traceback
 MAX_TRACEBACK_BYTES = 65536  # an early report goes once this much traceback came without its exception line
@@ -30,7 +29,7 @@ class FailureWatch:
     (Horovod's "has been shut down"). The moment a traceback appears is also the best clock for
     which rank failed first."""
 
-    def __init__(self, reporter: "Reporter", wait_s: float = 0.5) -> None:
+    def __init__(self, reporter: Reporter, wait_s: float = 0.5) -> None:
         self.first_error_at: Optional[float] = None
         self._reporter, self._wait_s = reporter, wait_s
         self._traceback = bytearray()

@@ -1,5 +1,8 @@
-"""Running a plan on this host (effects): the supervisor, signals, output streams, outcome, the
-single-host, master and worker roles, the control channel between hosts, sshd and the helpers."""
+"""Running a plan on this host (effects): the job skeleton (job), the roles (single, master, worker),
+the policy of each distribution kind (policy, kinds), the outcome and its rendering (outcome), the
+control server (control) and a worker's link to it (link), the stall watchdog (stall, watchdog), code
+set-up, sshd and the TF tasks' helpers."""
 
 # Submodules are imported where they are used, never here: a process loads only what its role needs.
-__all__ = ["codesetup", "control", "helpers", "master", "outcome", "single", "sshd", "streams", "supervise", "worker"]
+__all__ = ["codesetup", "control", "job", "kinds", "link", "master", "outcome", "policy", "psserver", "single", "sshd",
+           "stall", "tftasks", "watchdog", "worker"]

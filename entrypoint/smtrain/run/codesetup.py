@@ -10,6 +10,8 @@ from pathlib import Path
 from ..common.console import log
 from ..errors import CodeSetupFailed
 
+__all__ = ["fetch_code", "install_requirements"]
+
 
 def _download_s3(uri: str, dest: Path) -> None:
     try:

@@ -1,4 +1,6 @@
-"""Turning how a program ended into SageMaker's outcome: exit status and `output/failure`.
+"""A job's outcome (`JobOutcome`: status, failure kind, reason, the rank and host to blame), how each
+ending becomes one (`describe_program_failure`, `decide`: pure), and rendering it SageMaker's way,
+once (`render`: exit status, `output/failure`, the last log line).
 
 The failure file holds at most 1 KiB: the error class (the toolkit's, or the Python exception found
 at the end of a traceback in the program's stderr), what happened, and the last lines of stderr.
@@ -12,12 +14,15 @@ import signal
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Union
 
-from ..errors import FailureKind
-from .supervise import ProcessResult
+from ..common.console import log
+from ..errors import ExitCode, FailureKind, ToolkitError
+from ..proc.supervise import ProcessResult
+from ..wire.report import RankFailure, is_consequence
 
 __all__ = [
-    "FileState", "ProgramFailure", "describe_program_failure", "failure_text", "oom_kill_count", "python_exception",
-    "report_failure", "report_success", "uncaught_exception_then_crash", "write_atomically",
+    "FileState", "JobOutcome", "JobView", "decide", "describe_program_failure", "failure_text", "oom_kill_count",
+    "python_exception", "render", "report_failure", "report_success", "uncaught_exception_then_crash",
+    "write_atomically",
 ]
 
 FAILURE_FILE_LIMIT = 1024
@@ -85,18 +90,44 @@ def signal_name(signum: int) -> str:
         return f"signal {signum}"
 
 
-class ProgramFailure(NamedTuple):
-    status: int  # what the job exits with
-    kind: Union[FailureKind, str]  # the toolkit's FailureKind, or the program's Python exception
-    what: str  # one line
+class JobOutcome(NamedTuple):
+    """How a job (or this host's part of it) ended. Every role returns one; `render` reports it."""
+
+    status: int  # what `train` exits with
+    kind: Union[FailureKind, str, None] = None  # the toolkit's FailureKind, or the program's Python exception
+    what: str = ""  # one line
     stderr_tail: bytes = b""  # the lines worth showing: a crash dump after the traceback is left out
+    rank: Optional[int] = None  # the rank (or TF task number) to blame, when one is
+    host: Optional[str] = None  # the host to blame, when one is
+    told: Optional[str] = None  # the reason as the master wrote it (a worker's outcome)
+
+    @classmethod
+    def failed(cls, status: int, kind: Union[FailureKind, str], what: str, stderr_tail: bytes = b"",
+               rank: Optional[int] = None, host: Optional[str] = None) -> "JobOutcome":
+        return cls(status, kind, what, stderr_tail, rank, host)
+
+    @classmethod
+    def of_error(cls, error: ToolkitError) -> "JobOutcome":
+        return cls(int(error.exit_code), error.kind, str(error))
+
+    @property
+    def reason(self) -> str:
+        """The failure text (`output/failure`), empty on success."""
+        if self.status == 0:
+            return ""
+        if self.told is not None:
+            return self.told
+        return failure_text(self.kind or FailureKind.INTERNAL_ERROR, self.what, self.stderr_tail)
+
+
+SUCCESS = JobOutcome(0)
 
 
 # Python's own exit status for an uncaught exception.
 UNCAUGHT_EXCEPTION_STATUS = 1
 
 
-def describe_program_failure(result: ProcessResult, program: str, oom_killed: bool) -> ProgramFailure:
+def describe_program_failure(result: ProcessResult, program: str, oom_killed: bool) -> JobOutcome:
     """Status, error class and one-line description for a program that did not end with status 0.
 
     A program that raised an uncaught exception and then crashed while the interpreter shut down
@@ -106,24 +137,24 @@ def describe_program_failure(result: ProcessResult, program: str, oom_killed: bo
     if result.term_signal is not None:
         what = f"program {program} was killed by {signal_name(result.term_signal)} (exit status {result.exit_code})"
         if result.killed_after_grace:
-            return ProgramFailure(result.exit_code, FailureKind.PROGRAM_KILLED,
+            return JobOutcome(result.exit_code, FailureKind.PROGRAM_KILLED,
                                   f"{what} after {signal_name(result.shutdown_signal or signal.SIGTERM)} and the grace period")
         if oom_killed:
-            return ProgramFailure(result.exit_code, FailureKind.OUT_OF_MEMORY,
+            return JobOutcome(result.exit_code, FailureKind.OUT_OF_MEMORY,
                                   f"{what}; the kernel's OOM killer ran in this container: out of memory")
         crash = uncaught_exception_then_crash(result.stderr_tail) if result.shutdown_signal is None else None
         if crash is not None:
             exception, traceback = crash
-            return ProgramFailure(
+            return JobOutcome(
                 UNCAUGHT_EXCEPTION_STATUS, exception,
                 f"program {program} raised an uncaught {exception} (status {UNCAUGHT_EXCEPTION_STATUS}); the interpreter "
                 f"then died of {signal_name(result.term_signal)} while it shut down (exit status {result.exit_code})",
                 traceback)
-        return ProgramFailure(result.exit_code, FailureKind.PROGRAM_KILLED, what, result.stderr_tail)
+        return JobOutcome(result.exit_code, FailureKind.PROGRAM_KILLED, what, result.stderr_tail)
     what = f"program {program} exited with status {result.exit_code}"
     if result.shutdown_signal is not None:
         what += f" after {signal_name(result.shutdown_signal)}"
-    return ProgramFailure(result.exit_code, python_exception(result.stderr_tail) or FailureKind.PROGRAM_ERROR, what,
+    return JobOutcome(result.exit_code, python_exception(result.stderr_tail) or FailureKind.PROGRAM_ERROR, what,
                           result.stderr_tail)
 
 
@@ -144,6 +175,65 @@ def failure_text(kind: Union[FailureKind, str], what: str, stderr_tail: bytes = 
         room -= cost
     text = head + ("stderr (last lines):\n" + "\n".join(reversed(kept)) + "\n" if kept else "")
     return text.encode("utf-8")[:limit].decode("utf-8", "ignore")
+
+
+class JobView(NamedTuple):
+    """What the master knows once its program (mpirun, or its own task's program) has ended."""
+
+    program: ProcessResult
+    program_name: str  # how the outcome names it: "mpirun (train.py)", "train.py (worker 0 on algo-1)"
+    script: str  # the user's program, as a worker's failure names it
+    stall: Optional[str] = None  # the stall watchdog's description, when it ended the job
+    report: Optional[RankFailure] = None  # the root cause among the failed ranks' reports
+    final_reports: bool = False  # a rank (task) reported that its program ended non-zero
+    lost: tuple[str, ...] = ()  # workers lost during the job, the first first
+    failed_done: Optional[tuple[str, int]] = None  # the first worker whose own program ended non-zero
+    oom_killed: bool = False  # the kernel's OOM killer ran in this container meanwhile
+
+
+def decide(view: JobView, where: Callable[[RankFailure], str]) -> JobOutcome:
+    """The job's outcome (pure): a stall; else, when anything failed, the rank to blame (the root
+    cause of the reports; `where(report)` names it), unless it failed only because a lost host ended
+    the job; else the lost host; else a worker's program's status; else the program's own failure."""
+    if view.stall is not None:
+        return JobOutcome.failed(int(ExitCode.STALLED), FailureKind.STALLED, view.stall)
+    if view.program.exit_code == 0 and not (view.final_reports or view.lost or view.failed_done):
+        return SUCCESS
+    report = view.report
+    if report is not None and not (view.lost and is_consequence(report)):
+        ranks = ProcessResult(  # an early report only (its launcher killed by an abort): an uncaught exception
+            exit_code=report.exit_code or UNCAUGHT_EXCEPTION_STATUS, term_signal=report.term_signal,
+            shutdown_signal=report.shutdown_signal, killed_after_grace=report.killed_after_grace,
+            stderr_tail=report.stderr_tail.encode())
+        return describe_program_failure(ranks, where(report), oom_killed=False)._replace(rank=report.rank,
+                                                                                            host=report.host)
+    if view.lost:
+        what = f"lost worker host {view.lost[0]} during the job"
+        if view.program.exit_code != 0:
+            what += f"; {view.program_name} then exited with status {view.program.exit_code}"
+        return JobOutcome.failed(int(ExitCode.PEERS_UNREACHABLE), FailureKind.HOST_LOST, what,
+                                 view.program.stderr_tail, host=view.lost[0])
+    if view.failed_done is not None:
+        host, status = view.failed_done
+        return JobOutcome.failed(status, FailureKind.PROGRAM_ERROR,
+                                 f"{view.script} on host {host} ended with status {status}", host=host)
+    return describe_program_failure(view.program, view.program_name, view.oom_killed)
+
+
+def render(outcome: JobOutcome, failure_file: Path, at_start: FileState, success_file: Optional[Path] = None,
+           success: str = "the job succeeded", redact: Callable[[str], str] = str) -> int:
+    """Report `outcome` SageMaker's way (the success or failure file, the last log line) and return
+    the exit status: the one place every ending is reported."""
+    if outcome.status == 0:
+        log(success)
+        if success_file is not None:
+            report_success(success_file)
+        return 0
+    reason = outcome.reason
+    log(reason.splitlines()[0] if reason else f"the job failed with status {outcome.status}")
+    if not report_failure(failure_file, reason, at_start, redact):
+        log(f"kept the failure file the program wrote, or could not write one: {failure_file}")
+    return outcome.status
 
 
 def write_atomically(path: Path, text: str) -> None:

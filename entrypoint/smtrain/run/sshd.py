@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ..errors import StartupFailed
-from .helpers import Helper, HelperGroup
+from ..proc.helpers import Helper, HelperGroup
 
 __all__ = ["listening", "start_sshd"]
 

@@ -8,9 +8,9 @@ from typing import Mapping
 
 from ..common.console import log
 from ..plan.launch import LaunchPlan
-from ..rank.contract import RANK_CONTRACT_ENV
-from .helpers import HelperGroup
-from .supervise import parent_death_signal
+from ..proc.helpers import HelperGroup
+from ..proc.supervise import parent_death_signal
+from ..wire.contract import RANK_CONTRACT_ENV
 
 __all__ = ["program_env", "start_ps"]
 

@@ -1,57 +1,15 @@
 """The stall watchdog at work: a thread that feeds the ranks' step counts to a `StallWatch` and acts
-once when the job stalled; and the progress file through which one program reports its steps."""
+once when the job stalled."""
 from __future__ import annotations
 
-import os
-import signal
 import threading
 import time
 from typing import Callable, Optional
 
-from .. import progress
-from ..common import linux
-from ..common.scratch import make_scratch_file, shm_folder
+from ..wire.progress import Counts
 from .stall import Stall, StallWatch
 
-__all__ = ["ProgressFile", "Watchdog", "dump_stacks"]
-
-
-class ProgressFile:
-    """A rank's progress file, made by its supervisor and written by the program (smtrain.progress)."""
-
-    def __init__(self) -> None:
-        fd, self.path = make_scratch_file("smtrain-progress-", shm_folder())
-        try:
-            os.ftruncate(fd, progress.FILE_SIZE)  # the program maps it: it must have its size
-        finally:
-            os.close(fd)
-
-    def export(self, env: dict[str, str]) -> None:
-        """Tell the program (its environment `env`) where to report, and let a stall's SIGABRT log
-        its Python stacks (faulthandler), unless the user chose otherwise."""
-        env[progress.PROGRESS_FILE_ENV] = self.path
-        env.setdefault("PYTHONFAULTHANDLER", "1")
-
-    def read(self) -> progress.Counts:
-        """Steps, signs of life and where in Horovod's init, so far."""
-        return progress.read(self.path)
-
-    def remove(self) -> None:
-        try:
-            os.unlink(self.path)
-        except OSError:
-            pass
-
-
-def dump_stacks(spare: "list[int] | tuple[int, ...]" = ()) -> None:
-    """SIGABRT to this process's children (the program; not the helpers in `spare`): with
-    PYTHONFAULTHANDLER their faulthandler writes every thread's Python stack to the log."""
-    for child in linux.children_of(os.getpid()):
-        if child not in spare:
-            try:
-                os.kill(child, signal.SIGABRT)
-            except ProcessLookupError:
-                pass
+__all__ = ["Watchdog"]
 
 
 class Watchdog:
@@ -70,7 +28,7 @@ class Watchdog:
         self._thread.start()
         return self
 
-    def observe(self, host: str, rank: int, counts: progress.Counts) -> None:
+    def observe(self, host: str, rank: int, counts: Counts) -> None:
         with self._lock:
             self._watch.observe(host, rank, counts, time.monotonic())
 

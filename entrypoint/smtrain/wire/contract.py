@@ -11,8 +11,7 @@ from __future__ import annotations
 import json
 from typing import Mapping, NamedTuple, Optional
 
-from ..data.records import RecordFormat
-from ..plan.pipes import PipeAssignment, PipeMode
+from .pipes import PipeAssignment
 
 RANK_CONTRACT_ENV = "SMTRAIN_RANK_CONTRACT"
 INTERNAL_PREFIX = "SMTRAIN_"
@@ -34,7 +33,7 @@ class RankContract(NamedTuple):
             "control": [self.control_host, self.control_port],
             "token": self.token,
             "grace_period_s": self.grace_period_s,
-            "pipes": [[a.channel, a.mode.value, a.record_format.value, a.prefix] for a in self.pipes],
+            "pipes": [a.to_list() for a in self.pipes],
             "rank": self.rank,
             "stall_timeout_s": self.stall_timeout_s,
         }, separators=(",", ":"))
@@ -48,7 +47,7 @@ class RankContract(NamedTuple):
             control_port=int(port),
             token=str(raw["token"]),
             grace_period_s=float(raw["grace_period_s"]),
-            pipes=tuple(PipeAssignment(c, PipeMode(m), RecordFormat(f), p) for c, m, f, p in raw["pipes"]),
+            pipes=tuple(PipeAssignment.from_list(a) for a in raw["pipes"]),
             rank=int(raw.get("rank", -1)),
             stall_timeout_s=float(raw.get("stall_timeout_s", 0.0)),
         )

@@ -21,6 +21,9 @@ from ..common.signals import SHUTDOWN_SIGNALS, WAKE, SignalWaker
 from ..config.defaults import ABORT_GRACE_S
 from .streams import LineRelay, TailBuffer
 
+__all__ = ["LEFTOVER_WAIT_S", "STDERR_TAIL_BYTES", "ProcessResult", "end_descendants", "parent_death_signal",
+    "signal_tree", "supervise"]
+
 LEFTOVER_WAIT_S = 2.0  # after the program ended: how long its leftovers get between SIGTERM and SIGKILL
 STDERR_TAIL_BYTES = 8192
 

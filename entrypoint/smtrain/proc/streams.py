@@ -13,6 +13,8 @@ from typing import Callable, Optional
 
 from ..common.console import STDERR_LOCK, write_all
 
+__all__ = ["CHUNK", "DEFAULT_MAX_LINE", "LineRelay", "TailBuffer"]
+
 CHUNK = 64 * 1024
 DEFAULT_MAX_LINE = 1024 * 1024
 

@@ -1,0 +1,78 @@
+"""One host's part of a job, whatever its distribution kind and role: the skeleton every role runs.
+
+    prepare        folders, code, requirements, the program's checks
+    helpers        the system monitor and demultiplexers (`start_helpers`), stopped on every path
+    role body      single: the program under its watchdog (run.single); master: the control server,
+                   the workers' hellos, the watchdog, the program, the job's end (run.master);
+                   worker: the master's link and this host's part (run.worker). What differs between
+                   kinds (MPI, MultiWorkerMirroredStrategy, parameter servers) is a `Policy` (run.kinds)
+    finish         anything left running ended; the `JobOutcome` rendered once (run.outcome.render)
+"""
+from __future__ import annotations
+
+import shlex
+import shutil
+import signal
+from typing import Callable, Mapping
+
+from ..common import linux
+from ..common.console import log, redact
+from ..common.signals import SignalWaker
+from ..plan.launch import LaunchPlan, Role
+from ..plan.program import check_program
+from ..proc.helpers import HelperGroup
+from ..proc.supervise import end_descendants, parent_death_signal
+from .codesetup import fetch_code, install_requirements
+from .outcome import FileState, JobOutcome, render
+
+__all__ = ["HostJob", "prepare", "start_helpers"]
+
+
+def prepare(plan: LaunchPlan, python: str) -> None:
+    """Everything before the program can start on this host: folders, code, requirements, checks."""
+    for folder in plan.folders:
+        folder.mkdir(parents=True, exist_ok=True)
+    for stale in plan.cleared:
+        shutil.rmtree(stale, ignore_errors=True)
+    if plan.program.fetch_from:
+        fetch_code(plan.program.fetch_from, plan.program.program_dir)
+    if plan.requirements and plan.requirements.is_file():
+        install_requirements(python, plan.requirements)
+    check_program(plan.program)
+
+
+def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
+    """The demultiplexers and the system monitor, as the plan says, into `helpers`."""
+    for argv in plan.demux:
+        log(f"starting the demultiplexer: {shlex.join(argv)}")
+        helpers.start(f"demultiplexer {argv[argv.index('--channel') + 1]}", argv)
+    if plan.monitor:
+        # should train be killed, the monitor gets SIGTERM: it writes the last samples, then goes
+        helpers.start("system monitor", plan.monitor, preexec_fn=parent_death_signal(signal.SIGTERM))
+
+
+class HostJob:
+    """What a role body works with: the plan, the inherited environment, the signal waker, the job's
+    token (it authenticates rank reports) and the helpers started so far."""
+
+    def __init__(self, plan: LaunchPlan, inherited_env: Mapping[str, str], python: str, waker: SignalWaker,
+                 token: str) -> None:
+        self.plan, self.inherited_env, self.python, self.waker, self.token = plan, inherited_env, python, waker, token
+        self.helpers = HelperGroup()
+
+    def start_helpers(self) -> list[int]:
+        start_helpers(self.plan, self.helpers)
+        return self.helpers.pids
+
+    def run(self, body: Callable[["HostJob"], JobOutcome]) -> int:
+        at_start = FileState.of(self.plan.failure_file)
+        prepare(self.plan, self.python)
+        # Everything the job starts re-parents to `train` when orphaned (orted daemonizes), and is ended here.
+        linux.become_subreaper()
+        try:
+            with self.helpers:
+                outcome = body(self)
+        finally:
+            end_descendants(self.waker, 2.0)  # whatever the job left behind: nothing outlives train
+        success = "the program succeeded" if self.plan.role is Role.SINGLE else "the job succeeded"
+        return render(outcome, self.plan.failure_file, at_start, self.plan.success_file, success, redact)

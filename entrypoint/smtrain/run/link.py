@@ -1,0 +1,119 @@
+"""A worker's side of the control channel: one thread reads the master's messages and sends heartbeats;
+whatever it learns wakes the role's main loop (`SignalWaker.post`).
+
+The master can stop this host's program at any time: `signal` (a shutdown signal it received:
+raised here as if this `train` had received it, so it is forwarded with the grace period), `abort`
+(the job fails: stop now) and `end` (the job is over, with its status). A master that goes silent
+for the heartbeat timeout, or whose connection closes, is lost.
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Optional
+
+from ..common.console import log
+from ..common.signals import SignalWaker
+from ..config.defaults import HEARTBEAT_S
+from ..errors import ExitCode, FailureKind, PeersUnreachable
+from ..wire.control import ControlClient, Message, MessageType
+from .outcome import JobOutcome
+
+__all__ = ["MasterLink", "connect_to_master"]
+
+
+def connect_to_master(host: str, master: str, port: int, deadline: float, wait_s: float) -> ControlClient:
+    """The control connection, hello said; PeersUnreachable when the master is not there by `deadline`."""
+    client = ControlClient.open(master, port, deadline, MessageType.HELLO, host=host)
+    if client is None:
+        raise PeersUnreachable(f"master {master} was not reachable at {master}:{port} within {wait_s:g} s")
+    return client
+
+
+class MasterLink:
+    def __init__(self, client: ControlClient, master: str, silence_s: float, waker: SignalWaker) -> None:
+        self._client, self._master, self._silence_s, self._waker = client, master, silence_s, waker
+        self._started = threading.Event()
+        self.token: Optional[str] = None
+        self.abort_reason: Optional[str] = None
+        self.end: Optional[JobOutcome] = None  # the job's outcome, as the master said
+        self.lost: Optional[str] = None  # how the master was lost
+
+    def start(self) -> "MasterLink":
+        threading.Thread(target=self._run, name="master-link", daemon=True).start()
+        return self
+
+    def send(self, kind: MessageType, **fields: object) -> None:
+        self._client.send(kind, **fields)  # a broken connection shows on the next read
+
+    def wait_start(self, deadline: float) -> Optional[str]:
+        """The job's token once the master starts the job; None when it ended or was lost first."""
+        while not self._started.wait(timeout=max(0.0, min(0.5, deadline - time.monotonic()))):
+            if self.over() or time.monotonic() >= deadline:
+                return None
+        return self.token
+
+    def over(self) -> bool:
+        """Whether the job ended for this host: the master said so, or was lost."""
+        return self.end is not None or self.lost is not None
+
+    def why_end(self) -> Optional[str]:
+        """Why this host's program must stop now, if it must."""
+        if self.lost is not None:
+            return f"lost the master ({self.lost})"
+        if self.abort_reason is not None:
+            return f"the master ends the job ({self.abort_reason})"
+        if self.end is not None:
+            return f"the job is over (status {self.end.status})"
+        return None
+
+    def outcome(self) -> JobOutcome:
+        """The job's outcome once `over()`: the master's word, else MasterLost (status 69)."""
+        if self.end is not None:
+            log(f"the master reports that the job ended with status {self.end.status}")
+            return self.end
+        what = f"lost the master {self._master} before the job ended ({self.lost}); stopping this host's ranks"
+        return JobOutcome.failed(int(ExitCode.PEERS_UNREACHABLE), FailureKind.MASTER_LOST, what, host=self._master)
+
+    def _run(self) -> None:
+        last_heard, next_beat = time.monotonic(), 0.0
+        while not self.over():
+            now = time.monotonic()
+            if now >= next_beat:
+                self.send(MessageType.HEARTBEAT)
+                next_beat = now + HEARTBEAT_S
+            if now - last_heard >= self._silence_s:
+                self._learn(lost=f"nothing heard for {self._silence_s:g} s")
+                return
+            if not self._client.readable(min(next_beat, last_heard + self._silence_s) - now):
+                continue
+            try:
+                message = self._client.receive(timeout=0.5)
+            except (TimeoutError, ValueError):
+                continue
+            if message is None:
+                self._learn(lost="its connection closed")
+                return
+            last_heard = time.monotonic()
+            self._handle(message)
+
+    def _handle(self, message: Message) -> None:
+        fields = message.fields
+        if message.type is MessageType.START:
+            self.token = str(fields.get("token", ""))
+            log("the job started")
+            self._started.set()
+        elif message.type is MessageType.SIGNAL and isinstance(fields.get("signum"), int):
+            log(f"the master forwards signal {fields['signum']}")
+            os.kill(os.getpid(), fields["signum"])  # handled as our own: forwarded, grace period
+        elif message.type is MessageType.ABORT:
+            self._learn(abort=str(fields.get("reason", "")))
+        elif message.type is MessageType.END:
+            status = int(fields.get("status", ExitCode.INTERNAL_ERROR))
+            self._learn(end=JobOutcome(status, told=str(fields.get("reason", ""))))
+
+    def _learn(self, lost: Optional[str] = None, abort: Optional[str] = None, end: Optional[JobOutcome] = None) -> None:
+        self.lost, self.abort_reason = lost or self.lost, abort or self.abort_reason
+        self.end = end or self.end
+        self._waker.post()

@@ -1,0 +1,160 @@
+"""The job's control channel: the master's `train` tells the workers' `train` how the job goes.
+
+Why not watch for an `orted` process, as sagemaker-training does: a job shorter than the polling
+interval is never seen, and a worker cannot tell a finished job from a lost master. Here the master
+says so explicitly, over one TCP connection per worker, as newline-delimited JSON objects whose
+`type` is a `MessageType`:
+
+    worker -> master   hello {host}                 once sshd is up (MPI) or it is ready (TF strategy)
+                       heartbeat                    every HEARTBEAT_S
+                       done {status}                TF strategy jobs: this host's program ended
+    master -> worker   start {token}                mpirun starts; TF strategy jobs: start your program
+                       heartbeat                    every HEARTBEAT_S
+                       signal {signum}              forward signum to your ranks
+                       abort {reason}               TF strategy jobs: the job fails; stop your program now
+                       end {status, reason}         the job is over: exit with status
+    rank   -> master   rank-exit {token, RankFailure fields}   a rank failed (smtrain.wire.report)
+                       progress {token, host, rank, steps, beats, init}   on one lasting connection per
+                                                               rank, when its progress grows (smtrain.progress)
+                       waiting {waits: [[rank, seconds], ...], check_s}   on the same connection: Horovod's stall
+                                                               inspector (on rank 0's stderr) says the other
+                                                               ranks have waited this long for these ranks
+    master -> rank     stall                        the job stalled: dump your stack (SIGABRT)
+
+A side that reads nothing from the other for the heartbeat timeout, or whose connection breaks, has
+lost the other: a worker exits with MasterLost, the master ends the job with HostLost naming the host
+(a power loss or a network partition closes no connection: only the silence tells).
+"""
+from __future__ import annotations
+
+import enum
+import json
+import select
+import socket
+import threading
+import time
+from typing import Any, Mapping, NamedTuple, Optional
+
+MAX_MESSAGE = 64 * 1024
+
+__all__ = ["ControlClient", "LineReader", "MAX_MESSAGE", "Message", "MessageType", "connect", "decode", "encode"]
+
+
+class MessageType(enum.Enum):
+    HELLO = "hello"
+    START = "start"
+    HEARTBEAT = "heartbeat"
+    SIGNAL = "signal"
+    END = "end"
+    DONE = "done"
+    ABORT = "abort"
+    RANK_EXIT = "rank-exit"
+    PROGRESS = "progress"
+    WAITING = "waiting"
+    STALL = "stall"
+    INVALID = "invalid"  # what a reader makes of a line that is not a message
+
+
+class Message(NamedTuple):
+    type: MessageType
+    fields: Mapping[str, Any]
+
+
+def encode(kind: MessageType, **fields: Any) -> bytes:
+    return json.dumps({"type": kind.value, **fields}, separators=(",", ":")).encode() + b"\n"
+
+
+def decode(line: bytes) -> Message:
+    try:
+        raw = json.loads(line)
+        kind = MessageType(raw.pop("type"))
+    except (ValueError, TypeError, KeyError, AttributeError):
+        return Message(MessageType.INVALID, {})
+    return Message(kind, raw)
+
+
+class LineReader:
+    """Reads newline-delimited JSON messages from a socket with a per-read timeout."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._buffer = bytearray()
+
+    def has_buffered(self) -> bool:
+        return b"\n" in self._buffer
+
+    def read(self, timeout: Optional[float]) -> Optional[Message]:
+        """The next message; None at EOF. Raises TimeoutError when none comes within `timeout`."""
+        while b"\n" not in self._buffer:
+            if len(self._buffer) > MAX_MESSAGE:
+                raise ValueError("control message too long")
+            self.sock.settimeout(timeout)
+            try:
+                chunk = self.sock.recv(65536)
+            except socket.timeout:
+                raise TimeoutError from None
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            self._buffer += chunk
+        line, _, rest = bytes(self._buffer).partition(b"\n")
+        self._buffer = bytearray(rest)
+        return decode(line)
+
+
+def connect(host: str, port: int, deadline: float, message: bytes) -> Optional[socket.socket]:
+    """Connect to host:port, retrying until `deadline`; send `message` (from `encode`). None if never reachable."""
+    delay = 0.05
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        try:
+            sock = socket.create_connection((host, port), timeout=min(2.0, remaining))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.sendall(message)
+            return sock
+        except OSError:
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 2, 1.0)
+
+
+class ControlClient:
+    """One connection to the master's control server (a worker's `train`, a rank launcher): the first
+    message is sent on connecting; then messages go both ways. `send` may be called from any thread."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._reader = LineReader(sock)
+        self._lock = threading.Lock()
+
+    @classmethod
+    def open(cls, host: str, port: int, deadline: float, kind: MessageType, /, **fields: Any) -> Optional["ControlClient"]:
+        """Connect (retrying until `deadline`) and say `kind`; None when the server was never reachable."""
+        sock = connect(host, port, deadline, encode(kind, **fields))
+        return None if sock is None else cls(sock)
+
+    def send(self, kind: MessageType, /, **fields: Any) -> bool:
+        """Send one message; False when the connection is broken (the next `receive` tells how)."""
+        data = encode(kind, **fields)
+        with self._lock:
+            try:
+                self.sock.sendall(data)
+            except OSError:
+                return False
+        return True
+
+    def readable(self, timeout: float) -> bool:
+        """Whether a message (or the end of the connection) can be read now, waiting up to `timeout`."""
+        if self._reader.has_buffered():
+            return True
+        return bool(select.select([self.sock], [], [], max(0.0, timeout))[0])
+
+    def receive(self, timeout: Optional[float]) -> Optional[Message]:
+        """The next message; None when the connection ended. TimeoutError when none came within
+        `timeout`, ValueError for an over-long line."""
+        return self._reader.read(timeout)
+
+    def close(self) -> None:
+        self.sock.close()

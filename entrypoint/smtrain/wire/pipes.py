@@ -1,0 +1,86 @@
+"""How a rank finds its Pipe-mode FIFOs: the assignment of one channel (planned by smtrain.plan.pipes,
+carried to the ranks in their RankContract) and the environment that tells the program about it.
+
+For every Pipe channel `C` the program reads:
+
+    SM_PIPE_<C>            the FIFO prefix; epoch e at `<prefix>_<e>`
+    SM_PIPE_FORMAT_<C>     tfrecord, recordio or lines
+    SM_PIPE_MODE_<C>       direct, per-rank or demux (the host's demultiplexer deals it to the ranks)
+    SM_PIPE_SHUFFLED_<C>   1 when the channel has a ShuffleConfig (its records come in a new order
+                           every epoch: a resumed epoch drops the consumed ones by fingerprint), else 0
+"""
+from __future__ import annotations
+
+import enum
+from pathlib import Path
+from typing import Mapping, NamedTuple, Sequence
+
+from .records import RecordFormat
+
+DEMUX_FOLDER = ".smtrain-pipes"
+
+__all__ = ["DEMUX_FOLDER", "PipeAssignment", "PipeMode", "demux_folder", "demux_prefix", "pipe_env",
+           "channel_mode", "pipe_variable", "rank_ended_marker"]
+
+
+class PipeMode(enum.Enum):
+    DIRECT = "direct"
+    PER_RANK = "per-rank"
+    DEMUX = "demux"
+
+
+class PipeAssignment(NamedTuple):
+    channel: str  # the logical channel the program asks for
+    mode: PipeMode
+    record_format: RecordFormat
+    prefix: str  # "{local_rank}" / "{rank}" in it are replaced by each rank's local / global rank
+    shuffled: bool = False  # the channel has a ShuffleConfig
+
+    def for_rank(self, local_rank: int, rank: int = 0) -> str:
+        return self.prefix.replace("{local_rank}", str(local_rank)).replace("{rank}", str(rank))
+
+    def to_list(self) -> list[object]:
+        return [self.channel, self.mode.value, self.record_format.value, self.prefix, self.shuffled]
+
+    @classmethod
+    def from_list(cls, raw: Sequence[object]) -> "PipeAssignment":
+        channel, mode, fmt, prefix, *rest = raw
+        return cls(str(channel), PipeMode(mode), RecordFormat(fmt), str(prefix), bool(rest[0]) if rest else False)
+
+
+def pipe_variable(kind: str, channel: str) -> str:
+    """The name of a channel's variable: kind "" (the prefix), "FORMAT", "MODE" or "SHUFFLED"."""
+    return f"SM_PIPE_{kind + '_' if kind else ''}{channel.upper()}"
+
+
+def pipe_env(assignments: Sequence[PipeAssignment], local_rank: int, rank: int = 0) -> dict[str, str]:
+    env = {}
+    for a in assignments:
+        env[pipe_variable("", a.channel)] = a.for_rank(local_rank, rank)
+        env[pipe_variable("FORMAT", a.channel)] = a.record_format.value
+        env[pipe_variable("MODE", a.channel)] = a.mode.value
+        env[pipe_variable("SHUFFLED", a.channel)] = "1" if a.shuffled else "0"
+    return env
+
+
+def channel_mode(channel: str, environ: Mapping[str, str]) -> PipeMode:
+    """The mode `train` exported for `channel` (direct when none was: a FIFO read outside a job of `train`)."""
+    try:
+        return PipeMode(environ.get(pipe_variable("MODE", channel), PipeMode.DIRECT.value))
+    except ValueError:
+        return PipeMode.DIRECT
+
+
+def demux_folder(data_dir: Path) -> Path:
+    return data_dir / DEMUX_FOLDER
+
+
+def demux_prefix(data_dir: Path, channel: str, local_rank: "int | str") -> Path:
+    """Where the demultiplexer puts local rank `local_rank`'s FIFOs of `channel` (epoch e at `_<e>`)."""
+    return demux_folder(data_dir) / f"{channel}-{local_rank}"
+
+
+def rank_ended_marker(folder: Path, local_rank: int) -> Path:
+    """The file a rank launcher writes into the demultiplexers' `folder` when its program has ended:
+    they then know that this rank will open none of its FIFOs."""
+    return folder / f".ended-{local_rank}"

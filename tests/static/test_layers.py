@@ -1,0 +1,208 @@
+"""The package's shape, read from the source (no imports run): imports only point down the layers the
+README's Architecture section draws, no modules import each other in a loop, every module lists its
+public names in `__all__`, and every path or module named in docs, docstrings and comments exists."""
+from __future__ import annotations
+
+import ast
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterator, Optional
+
+REPO = Path(__file__).resolve().parent.parent.parent
+SOURCE = REPO / "entrypoint"
+
+# Bottom to top. A module may import modules of lower layers, and of its own unit (the first name
+# after `smtrain.`, or `sagemaker_tensorflow`); nothing of a higher layer, nor of another unit of its own.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("smtrain", "smtrain.common", "smtrain.errors", "smtrain.wire"),  # standard library only
+    ("smtrain.config",),
+    ("smtrain.data", "smtrain.proc"),
+    ("smtrain.plan", "smtrain.progress", "smtrain.profiler"),
+    ("smtrain.pipes", "smtrain.metrics"),  # the user API, in the order its modules use each other
+    ("smtrain.checkpoints", "sagemaker_tensorflow"),
+    ("smtrain.callbacks", "smtrain.rank"),
+    ("smtrain.run",),
+    ("smtrain.cli",),
+    ("smtrain.__main__",),
+)
+
+
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(SOURCE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(SOURCE.rglob("*.py"))}
+
+
+@lru_cache(maxsize=None)
+def _tree(name: str) -> ast.Module:
+    return ast.parse(MODULES[name].read_text(), str(MODULES[name]))
+
+
+def _imports(name: str) -> set[str]:
+    """The project's modules that `name` imports anywhere in its file (functions and TYPE_CHECKING blocks too)."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(_tree(name)):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                full = f"{target}.{alias.name}"
+                found.add(full if full in MODULES else target)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {m for m in found if m in MODULES and m != name}
+
+
+def _unit(name: str) -> str:
+    parts = name.split(".")
+    return ".".join(parts[:2]) if parts[0] == "smtrain" and len(parts) > 1 else parts[0]
+
+
+def _layer(name: str) -> int:
+    unit = _unit(name)
+    for index, units in enumerate(LAYERS):
+        if unit in units:
+            return index
+    raise AssertionError(f"{name}: its unit {unit} is in no layer of LAYERS")
+
+
+def test_every_module_is_in_a_layer_and_imports_only_point_down() -> None:
+    upward = []
+    for name in MODULES:
+        for target in _imports(name):
+            if _unit(target) != _unit(name) and _layer(target) >= _layer(name):
+                upward.append(f"{name} -> {target}")
+    assert upward == [], "imports that do not point down:\n" + "\n".join(sorted(upward))
+
+
+def test_no_modules_import_each_other_in_a_loop() -> None:
+    graph = {name: _imports(name) for name in MODULES}
+    loops: list[list[str]] = []
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in sorted(graph[name]):
+            if state.get(target) == 1:
+                loops.append(path[path.index(target):] + [target])
+            elif target not in state:
+                visit(target, path + [target])
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name, [name])
+    assert loops == [], "import loops:\n" + "\n".join(" -> ".join(loop) for loop in loops)
+
+
+def _defined_names(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.If):  # e.g. TYPE_CHECKING blocks
+            names.update(_defined_names(ast.Module(body=node.body, type_ignores=[])))
+    return names
+
+
+def _static_all(tree: ast.Module) -> Optional[list[str]]:
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if targets and node.value is not None and any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            value = ast.literal_eval(node.value)
+            assert isinstance(value, list) and all(isinstance(v, str) for v in value)
+            return value
+    return None
+
+
+# Modules that are programs, not libraries: run as `python -m` or loaded by the interpreter itself.
+PROGRAMS = {"smtrain.__main__", "smtrain.rank.__main__", "smtrain.rank.startup.sitecustomize", "smtrain.run.psserver"}
+
+
+def test_every_module_lists_its_public_names_in_a_static_all_and_each_exists() -> None:
+    missing, unknown = [], []
+    for name in sorted(set(MODULES) - PROGRAMS):
+        tree = _tree(name)
+        names = _static_all(tree)
+        if names is None:
+            missing.append(name)
+            continue
+        is_package = MODULES[name].name == "__init__.py"
+        for public in names:
+            if public in _defined_names(tree) or _lazy(name, public):
+                continue
+            if is_package and f"{name}.{public}" in MODULES:  # a package lists its submodules
+                continue
+            unknown.append(f"{name}.{public}")
+    assert missing == [], f"modules without __all__: {missing}"
+    assert unknown == [], f"names in __all__ that the module does not define: {unknown}"
+
+
+# -- names in docs, docstrings and comments -----------------------------------------------------------------
+TEXT_FILES = [REPO / "README.md", *sorted(p for folder in ("entrypoint", "tests", "benchmarks", "scripts", "examples",
+                                                            "docker") for p in (REPO / folder).rglob("*")
+                                            if p.suffix in (".py", ".sh", ".md", ".cc") and "__pycache__" not in p.parts),
+              REPO / "native" / "pipe_dataset.cc", REPO / "Dockerfile", REPO / "buildspec.yml"]
+REPO_PATH = re.compile(r"(?<![\w./-])((?:entrypoint|scripts|benchmarks|tests|examples|docker|native|requirements|\.ci)"
+                       r"/[\w./-]*\w)")
+DOTTED = re.compile(r"(?<![\w./])((?:smtrain|sagemaker_tensorflow)(?:\.\w+)+)")
+
+
+def _mentions(pattern: re.Pattern[str]) -> Iterator[tuple[str, str]]:
+    for path in TEXT_FILES:
+        if path == Path(__file__):
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for match in pattern.finditer(text):
+            line = text.count("\n", 0, match.start()) + 1
+            yield f"{path.relative_to(REPO)}:{line}", match.group(1)
+
+
+def test_every_repository_path_named_in_docs_docstrings_and_comments_exists() -> None:
+    dead = [f"{where}: {named}" for where, named in _mentions(REPO_PATH)
+            if not (REPO / named.rstrip(".")).exists() and "*" not in named]
+    assert dead == [], "paths that do not exist:\n" + "\n".join(dead)
+
+
+def test_no_file_cites_a_document_outside_the_repository() -> None:
+    outside = [f"{where}: {named}" for where, named in _mentions(re.compile(r"((?:\.\./)?shared/(?:DESIGN|STYLE)\.md)"))]
+    assert outside == [], "citations of files outside the repository:\n" + "\n".join(outside)
+
+
+def _lazy(package: str, public: str) -> bool:
+    """A name a package serves from a submodule through its module `__getattr__` (no work at import time)."""
+    if "__getattr__" not in _defined_names(_tree(package)) or MODULES[package].name != "__init__.py":
+        return False
+    return any(public in _defined_names(_tree(m)) for m in MODULES if m.rpartition(".")[0] == package)
+
+
+def _resolves(dotted: str) -> bool:
+    parts = dotted.split(".")
+    for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
+        if module in MODULES:
+            rest = parts[cut:]
+            if not rest:
+                return True
+            if rest[0] in _defined_names(_tree(module)) or _lazy(module, rest[0]):
+                return True
+            return f"{module}.{rest[0]}" in MODULES
+    return False
+
+
+def test_every_module_or_name_of_the_package_named_in_docs_exists() -> None:
+    dead = sorted({f"{where}: {named}" for where, named in _mentions(DOTTED) if not _resolves(named.rstrip("."))})
+    assert dead == [], "modules or names that do not exist:\n" + "\n".join(dead)
