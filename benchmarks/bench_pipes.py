@@ -40,25 +40,33 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from smtrain import pipes  # noqa: E402
 from smtrain.data.demux import demux_epoch  # noqa: E402
-from smtrain.data.feeder import Feeder  # noqa: E402
 from smtrain.data.fingerprints import fingerprint, to_bytes  # noqa: E402
 from smtrain.data.records import RecordFormat, encode_tfrecord  # noqa: E402
+from smtrain.rank.launcher import cpu_threads  # noqa: E402
 
 READER = """
 import sys, time
 from smtrain import pipes
 print("ready", flush=True)
 n = sum(1 for _ in pipes.records("c", 0, environ={"SM_PIPE_C": sys.argv[1], "SM_PIPE_FORMAT_C": "tfrecord"}))
-print(n)
+print(n, flush=True)
 """
 BATCHED_READER = """
 import os, sys
 os.environ.update(TF_CPP_MIN_LOG_LEVEL="2", SM_PIPE_C=sys.argv[1], SM_PIPE_FORMAT_C="tfrecord")
 from smtrain import pipes
+from smtrain.data.records import encode_tfrecord
 import tensorflow as tf
-batches = pipes.dataset("c", batch_size=int(sys.argv[2]), timeout=60)  # the op library loaded, the graph built
+# TensorFlow's first iterator in a process costs about a second of CPU (lazy symbol binding, thread
+# pools, graph passes): spent here on a small file, before the clock, as the one reader's process did.
+warm = sys.argv[1] + "-warm"
+with open(warm + "_0", "wb") as f:
+    f.write(encode_tfrecord(bytes(100)) * 5000)
+for _ in pipes.epochs_dataset("w", [0], pipes.RecordFormat.TFRECORD, warm, batch_size=int(sys.argv[2])):
+    pass
+batches = iter(pipes.dataset("c", batch_size=int(sys.argv[2]), timeout=60))  # opens the FIFO at the first batch
 print("ready", flush=True)
-print(sum(int(b.shape[0]) for b in batches))
+print(sum(int(b.shape[0]) for b in batches), flush=True)
 """
 
 
@@ -74,14 +82,37 @@ def make_file(path: Path, record_size: int, total_mb: int) -> int:
     return count
 
 
-def fed(data: Path, source: Path) -> Feeder:
-    return Feeder(data, {"c": [source]}, {"c": None}, epochs=1).start()
+FEEDER = """
+import sys, threading
+from pathlib import Path
+from smtrain.data.feeder import feed_channel
+feed_channel(Path(sys.argv[1]), "c", [Path(sys.argv[2])], None, 1, threading.Event())
+"""
+
+
+class FeederProcess:
+    """SageMaker's writer is a process of its own: so is the feeder here (as a thread of this process
+    it would share the GIL with the reading loop it is measured against). It has made FIFO 0 and waits
+    for its reader once `fed` returns, so no clock counts its start."""
+
+    def __init__(self, data: Path, source: Path) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", FEEDER, str(data), str(source)])
+        deadline = time.monotonic() + 30
+        while not (data / "c_0").exists():
+            assert time.monotonic() < deadline and self.process.poll() is None, "the feeder did not start"
+            time.sleep(0.001)
+
+    def join(self, timeout: float) -> None:
+        assert self.process.wait(timeout) == 0
+
+
+def fed(data: Path, source: Path) -> FeederProcess:
+    (data / "c_0").unlink(missing_ok=True)
+    return FeederProcess(data, source)
 
 
 def time_cat(data: Path, source: Path) -> float:
     feeder = fed(data, source)
-    while not (data / "c_0").exists():
-        time.sleep(0.001)
     start = time.perf_counter()
     subprocess.run(f"cat {data / 'c_0'} > /dev/null", shell=True, check=True)
     elapsed = time.perf_counter() - start
@@ -195,13 +226,24 @@ def time_demux(data: Path, source: Path, ranks: int, count: int, batch: int = 0)
         prefix = str(data / f"r{rank}")
         return [sys.executable, "-c", BATCHED_READER, prefix, str(batch)] if batch else [sys.executable, "-c", READER, prefix]
 
-    readers = [subprocess.Popen(argv(r), stdout=subprocess.PIPE, text=True) for r in range(ranks)]
+    # Each reader as `train` starts a rank on a host without GPUs: cores / P threads for TF and OpenMP
+    # (smtrain.rank.launcher.cpu_threads). With TF's defaults, P processes each spin a pool of one
+    # thread per core on the cores the demultiplexer needs.
+    # And the native op, whatever the last measure set in this process's environment (the Python
+    # fallback's measure sets SMTRAIN_NATIVE_PIPES=0: earlier runs timed the fallback here).
+    env = {**os.environ, **cpu_threads({"SM_LOCAL_SIZE": str(ranks), "SM_NUM_GPUS": "0"}, os.cpu_count() or 1),
+           "SMTRAIN_NATIVE_PIPES": "1"}
+    readers = [subprocess.Popen(argv(r), stdout=subprocess.PIPE, text=True, env=env) for r in range(ranks)]
     for p in readers:  # started and imported before the clock starts, as the one reader's process was
         assert p.stdout is not None and p.stdout.readline() == "ready\n"
     start = time.perf_counter()
     result = demux_epoch(data / "c_0", targets, RecordFormat.TFRECORD, rank_wait_s=30, source_wait_s=30)
-    got = sum(int(p.communicate()[0]) for p in readers)
+    # Each reader prints its count when it has read everything: the clock stops there, not when the
+    # processes are gone (a process that ran TensorFlow takes about a second to exit here).
+    got = sum(int(p.stdout.readline()) for p in readers)  # type: ignore[union-attr]
     elapsed = time.perf_counter() - start
+    for p in readers:
+        p.communicate()
     feeder.join(30)
     assert got == sum(result.records.values()) == count - result.left_over
     return elapsed

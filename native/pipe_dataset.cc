@@ -35,6 +35,10 @@
 #include "tensorflow/core/framework/shape_inference.h"
 #include "xla/tsl/lib/hash/crc32c.h"
 
+#if defined(__x86_64__)
+#include <nmmintrin.h>
+#endif
+
 namespace smtrain {
 namespace {
 
@@ -78,7 +82,29 @@ uint64_t Load64(const char* p) {
   return v;
 }
 
-uint32_t MaskedCrc(const char* data, size_t n) { return tsl::crc32c::Mask(tsl::crc32c::Value(data, n)); }
+// CRC32C with the CPU's instruction where there is one. TensorFlow's own (tsl::crc32c, absl's) runs
+// the portable table-driven code in the pip wheels: measured with perf, 16 % of the batched reader's
+// time for 100-byte records. One 8-byte step per instruction is far faster than the pipe.
+#if defined(__x86_64__)
+__attribute__((target("sse4.2"))) uint32_t Crc32cSse42(const char* p, size_t n) {
+  uint64_t crc = 0xffffffffu;
+  for (; n >= 8; p += 8, n -= 8) crc = _mm_crc32_u64(crc, Load64(p));
+  uint32_t c = static_cast<uint32_t>(crc);
+  for (; n > 0; ++p, --n) c = _mm_crc32_u8(c, static_cast<uint8_t>(*p));
+  return ~c;
+}
+
+const bool kHaveSse42 = __builtin_cpu_supports("sse4.2");
+#endif
+
+uint32_t Crc32c(const char* data, size_t n) {
+#if defined(__x86_64__)
+  if (kHaveSse42) return Crc32cSse42(data, n);
+#endif
+  return tsl::crc32c::Value(data, n);
+}
+
+uint32_t MaskedCrc(const char* data, size_t n) { return tsl::crc32c::Mask(Crc32c(data, n)); }
 
 std::string Hex32(uint32_t v) {
   char text[16];
