@@ -19,9 +19,8 @@ from ..wire.control import MessageType
 from ..wire.progress import Counts
 from .control import ControlServer
 from .job import HostJob
-from .outcome import JobOutcome, JobView, decide, failure_text, oom_kill_count
+from .outcome import JobOutcome, JobView, decide, failure_text, oom_kill_count, oom_killed_since
 from .policy import Peers, Policy
-from .single import oom_killed_since
 from .stall import Stall, StallWatch
 from .watchdog import Watchdog
 

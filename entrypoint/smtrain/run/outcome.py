@@ -21,7 +21,7 @@ from ..wire.report import RankFailure, is_consequence
 
 __all__ = [
     "FileState", "JobOutcome", "JobView", "decide", "describe_program_failure", "failure_text", "oom_kill_count",
-    "python_exception", "render", "report_failure", "report_success", "uncaught_exception_then_crash",
+    "oom_killed_since", "python_exception", "render", "report_failure", "report_success", "uncaught_exception_then_crash",
     "write_atomically",
 ]
 
@@ -276,3 +276,9 @@ def oom_kill_count(files: tuple[Path, ...] = CGROUP_OOM_FILES) -> Optional[int]:
         except (OSError, ValueError):
             continue
     return None
+
+
+def oom_killed_since(oom_before: Optional[int]) -> bool:
+    """Whether the container's OOM killer ran since the count `oom_before` was taken."""
+    oom_after = oom_kill_count()
+    return oom_before is not None and oom_after is not None and oom_after > oom_before

@@ -13,17 +13,11 @@ from ..errors import ExitCode, FailureKind
 from ..proc.progressfile import ProgressFile, dump_stacks
 from ..proc.supervise import supervise
 from .job import HostJob
-from .outcome import SUCCESS, JobOutcome, describe_program_failure, oom_kill_count
+from .outcome import SUCCESS, JobOutcome, describe_program_failure, oom_kill_count, oom_killed_since
 from .stall import Stall, StallWatch
 from .watchdog import Watchdog
 
-__all__ = ["oom_killed_since", "run_single"]
-
-
-def oom_killed_since(oom_before: Optional[int]) -> bool:
-    """Whether the container's OOM killer ran since the count `oom_before` was taken."""
-    oom_after = oom_kill_count()
-    return oom_before is not None and oom_after is not None and oom_after > oom_before
+__all__ = ["run_single"]
 
 
 def run_single(job: HostJob) -> JobOutcome:
