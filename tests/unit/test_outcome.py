@@ -34,6 +34,10 @@ def test_an_uncaught_exception_then_a_crash_at_exit_ends_with_status_1_whatever_
         assert failure == JobOutcome(1, "RuntimeError", (
             f"program train.py raised an uncaught RuntimeError (status 1); the interpreter then died of {name} "
             f"while it shut down (exit status {128 + signum})"), TRACEBACK)  # the dump left out of the tail shown
+    # oneDNN's last words before the SIGILL (seen on a fresh clone, TF's parameter-server workers)
+    onednn = describe_program_failure(_killed(TRACEBACK + b"could not execute a primitive\n", signum=signal.SIGILL),
+                                      "train.py", oom_killed=False)
+    assert onednn[:2] == (1, "RuntimeError")
     assert describe_program_failure(_killed(b"no traceback\n"), "train.py", oom_killed=False)[:3] == (
         139, FailureKind.PROGRAM_KILLED, "program train.py was killed by SIGSEGV (exit status 139)")
 

@@ -190,6 +190,16 @@ def test_the_table_of_endings_is_the_same_for_every_kind(tmp_path: Path) -> None
         crashed = _rank_exit("algo-2", 1, tail=crash, term_signal=11)[1].replace(b'"exit_code":1', b'"exit_code":139')
         status, kind, line = _ending(plan, _view(plan, mpirun_failed, RecordedServer([("algo-2", crashed)])))
         assert (status, kind) == (1, "RuntimeError") and "died of SIGSEGV while it shut down" in line, name
+        # ... also when the job's abort for that very failure reached the rank's launcher during its
+        # teardown (seen on a fresh clone: SIGILL, status 132 on every host); a stop `train` itself
+        # was asked for still makes it a kill
+        aborted = _rank_exit("algo-2", 1, tail=crash, term_signal=4, shutdown_signal=sigterm)[1].replace(
+            b'"exit_code":1', b'"exit_code":132')
+        status, kind, line = _ending(plan, _view(plan, mpirun_failed, RecordedServer([("algo-2", aborted)])))
+        assert (status, kind) == (1, "RuntimeError") and "died of SIGILL while it shut down" in line, name
+        stopped = ProcessResult(143, None, sigterm, False, b"")
+        assert _ending(plan, _view(plan, stopped, RecordedServer([("algo-2", aborted)])))[:2] == (
+            132, FailureKind.PROGRAM_KILLED), name
     # a worker's own program (strategy kinds): its status
     assert _ending(ps, _view(ps, ok, RecordedServer([("algo-2", encode(MessageType.DONE, status=3))]))) == (
         3, FailureKind.PROGRAM_ERROR, f"ProgramError: {ps.program.program_path} on host algo-2 ended with status 3")

@@ -28,10 +28,11 @@ __all__ = [
 FAILURE_FILE_LIMIT = 1024
 # The last line of a Python traceback: "pkg.module.SomeError: message" or "SomeError".
 _EXCEPTION_LINE = re.compile(rb"^([A-Za-z_][\w.]*)(?::|$)")
-# What a crashing interpreter may print after the traceback (faulthandler's dump, glibc, the kernel's words).
+# What a crashing interpreter may print after the traceback (faulthandler's dump, glibc, the kernel's
+# words, oneDNN's last words before its SIGILL in TensorFlow's teardown).
 _CRASH_DUMP_LINE = re.compile(
     rb"^(\s|$|Fatal Python error|Python runtime state|Current thread|Thread 0x|Extension modules|<no Python frame>"
-    rb"|Segmentation fault|Illegal instruction|Aborted|Bus error|Floating point exception)")
+    rb"|Segmentation fault|Illegal instruction|Aborted|Bus error|Floating point exception|could not execute a primitive)")
 
 
 class FileState(NamedTuple):
@@ -201,10 +202,14 @@ def decide(view: JobView, where: Callable[[RankFailure], str]) -> JobOutcome:
         return SUCCESS
     report = view.report
     if report is not None and not (view.lost and is_consequence(report)):
+        # The rank to blame failed first; a shutdown signal its launcher got afterwards came from the
+        # job's own end (mpirun's abort, the master's `abort` for this very failure), not from outside:
+        # it does not make a traceback then a teardown crash (status 1) a kill. Only a signal `train`
+        # itself received counts, as for a program on its own.
         ranks = ProcessResult(  # an early report only (its launcher killed by an abort): an uncaught exception
             exit_code=report.exit_code or UNCAUGHT_EXCEPTION_STATUS, term_signal=report.term_signal,
-            shutdown_signal=report.shutdown_signal, killed_after_grace=report.killed_after_grace,
-            stderr_tail=report.stderr_tail.encode())
+            shutdown_signal=report.shutdown_signal if view.program.shutdown_signal is not None else None,
+            killed_after_grace=report.killed_after_grace, stderr_tail=report.stderr_tail.encode())
         return describe_program_failure(ranks, where(report), oom_killed=False)._replace(rank=report.rank,
                                                                                             host=report.host)
     if view.lost:
