@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Build smtrain's native tf.data op (native/pipe_dataset.cc) against the TensorFlow installed in VENV,
-# into VENV/lib/smtrain-native/ with a stamp of its source and TensorFlow version; smtrain.data.native
-# loads it from there (and falls back to the Python reader where it is missing or stale).
+# into VENV/lib/smtrain-native/ with a stamp of its sources and TensorFlow version; smtrain.data.native
+# loads it from there (and falls back to the Python reader where it is missing or stale). Beside it,
+# the demultiplexer's record framer (native/record_frames.cc, no TensorFlow; smtrain.data.frames).
 #
 #   scripts/build-native.sh VENV
 #
@@ -12,6 +13,7 @@ set -euo pipefail
 venv=$1
 here=$(cd "$(dirname "$0")/.." && pwd)
 src="$here/native/pipe_dataset.cc"
+frames_src="$here/native/record_frames.cc"
 out="$venv/lib/smtrain-native"
 py="$venv/bin/python"
 
@@ -20,9 +22,14 @@ read -r -a lflags <<<"$("$py" -c 'import tensorflow as tf; print(" ".join(tf.sys
 tf_version=$("$py" -c 'import tensorflow as tf; print(tf.__version__)' 2>/dev/null)
 
 mkdir -p "$out"
+g++ -O3 -shared -fPIC -Wall "$frames_src" -o "$out/record_frames.so.tmp"
+mv "$out/record_frames.so.tmp" "$out/record_frames.so"
 g++ -O3 -shared -fPIC -Wall -Wno-sign-compare "${cflags[@]}" "$src" -o "$out/pipe_ops.so.tmp" "${lflags[@]}"
 mv "$out/pipe_ops.so.tmp" "$out/pipe_ops.so"
-printf 'source=%s tensorflow=%s\n' "$(sha256sum "$src" | cut -c1-64)" "$tf_version" >"$out/pipe_ops.stamp"
+printf 'source=%s frames=%s tensorflow=%s\n' "$(sha256sum "$src" | cut -c1-64)" \
+  "$(sha256sum "$frames_src" | cut -c1-64)" "$tf_version" >"$out/pipe_ops.stamp"
 "$py" -c 'import sys, tensorflow as tf; tf.load_op_library(sys.argv[1]).smtrain_pipe_dataset' "$out/pipe_ops.so" 2>/dev/null \
   || { echo "build-native: $out/pipe_ops.so does not load" >&2; exit 1; }
-echo "build-native: $out/pipe_ops.so (TensorFlow $tf_version)" >&2
+"$py" -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1]).smtrain_frame_stops' "$out/record_frames.so" \
+  || { echo "build-native: $out/record_frames.so does not load" >&2; exit 1; }
+echo "build-native: $out/pipe_ops.so (TensorFlow $tf_version), $out/record_frames.so" >&2

@@ -48,13 +48,13 @@ build_core() {
 # Test oracles whose own pins conflict with the stack: without their dependencies (requirements/oracles.txt).
 install_oracles() { "$venv/bin/python" -m pip install -q --no-deps -r "$here/requirements/oracles.txt"; }
 
-# The native Pipe reader (about a minute): when its source changed. A new TensorFlow rebuilds the whole
-# stack (the core fingerprint), which removes the library with the old environment.
+# The native Pipe reader and the demultiplexer's record framer (about a minute): when a source changed.
+# A new TensorFlow rebuilds the whole stack (the core fingerprint), which removes them with the old environment.
 build_native_if_changed() {
   local want
-  want="source=$(sha256sum "$here/native/pipe_dataset.cc" | cut -c1-64)"
+  want="source=$(sha256sum "$here/native/pipe_dataset.cc" | cut -c1-64) frames=$(sha256sum "$here/native/record_frames.cc" | cut -c1-64)"
   grep -q "^$want " "$venv/lib/smtrain-native/pipe_ops.stamp" 2>/dev/null && return 0
-  log "building the native Pipe reader (about a minute)"
+  log "building the native Pipe reader and record framer (about a minute)"
   "$here/scripts/build-native.sh" "$venv"
 }
 

@@ -48,7 +48,7 @@ from ..wire.records import RecordFormat
 from .checkpoint_folder import CheckpointFolder
 from .fifo import PipeError, open_fifo
 from .fingerprints import Fingerprints, fingerprint
-from .records import CorruptRecord, RecordSplitter, payload, write_pieces, write_spans
+from .records import CorruptRecord, Frames, RecordSplitter, payload, write_pieces, write_spans
 
 __all__ = ["BLOCK_BYTES", "F_SETPIPE_SZ", "MAX_BLOCK", "PIPE_SIZE", "EpochResult", "Span", "block_for",
     "consumed_before_restart", "deal", "demux_epoch", "main", "run", "settle_readers"]
@@ -125,14 +125,13 @@ def block_for(first_record_bytes: int) -> int:
     return max(1, min(MAX_BLOCK, BLOCK_BYTES // max(first_record_bytes, 1)))
 
 
-def deal(spans: Sequence[Span], ranks: Sequence[int], block: int) -> dict[int, list[Span]]:
-    """Whole rounds of `spans` (len(spans) a multiple of block x ranks, adjacent in the buffer): each
-    rank's blocks of `block` records, each as the one span that covers it."""
+def deal(frames: Frames, count: int, ranks: Sequence[int], block: int) -> dict[int, list[Span]]:
+    """Whole rounds of the first `count` records of `frames` (a multiple of block x ranks): each rank's
+    blocks of `block` records, each as the one span that covers it."""
     dealt: dict[int, list[Span]] = {rank: [] for rank in ranks}
-    for start in range(0, len(spans), block * len(ranks)):
+    for start in range(0, count, block * len(ranks)):
         for i, rank in enumerate(ranks):
-            first, last = start + i * block, start + (i + 1) * block - 1
-            dealt[rank].append((spans[first][0], spans[last][1]))
+            dealt[rank].append(frames.span(start + i * block, start + (i + 1) * block - 1))
     return dealt
 
 
@@ -176,9 +175,9 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
             fds[rank] = None
             live.remove(rank)
 
-    def send(found: Sequence[Span], block: int) -> None:
+    def send(found: Frames, count: int, block: int) -> None:
         with splitter.view() as view:
-            for rank, spans in deal(found, list(live), block).items():
+            for rank, spans in deal(found, count, list(live), block).items():
                 counts[rank] += block * len(spans)
                 write(rank, [view[a:b] for a, b in spans])
 
@@ -208,23 +207,23 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
             left_over = len(send_kept(splitter.frame_spans(), carry)) if live else 0
         else:
             while live and splitter.fill_from(src):
-                found = splitter.frame_spans()
-                if not found:
+                found = splitter.frames()
+                if not found.count:
                     continue
-                block = block or block_for(found[0][1] - found[0][0])
-                whole = len(found) - len(found) % (block * len(live))  # whole rounds only
-                if whole < len(found):
-                    splitter.rewind(found[whole][0])  # an unfinished round waits for more records
+                block = block or block_for(found.stops[0] - found.start)
+                whole = found.count - found.count % (block * len(live))  # whole rounds only
+                if whole < found.count:
+                    splitter.rewind(found.start_of(whole))  # an unfinished round waits for more records
                 if whole:
-                    send(found[:whole], block)
+                    send(found, whole, block)
                 if splitter.failed:  # no more whole records will come: the rest goes to a rank below
                     break
             splitter.end_last_line()
-            rest = splitter.frame_spans() if live else []
-            share = len(rest) // len(live) if live else 0
+            rest = splitter.frames() if live else Frames(0, [], 0)
+            share = rest.count // len(live) if live else 0
             if share:  # the last round: equal blocks of what is left
-                send(rest[:share * len(live)], share)
-            left_over = len(rest) - share * len(live) if live else len(rest)
+                send(rest, share * len(live), share)
+            left_over = rest.count - share * len(live)
         splitter.finish()
     except CorruptRecord as e:
         # The ranks must not take a cut-short epoch for a whole one: the next rank gets the bad bytes,

@@ -10,18 +10,15 @@ loaded is said once on stderr (except when asked for).
 from __future__ import annotations
 
 import functools
-import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from .libs import NATIVE_ENV, library_dir, native_wanted
 from .records import RecordFormat
 
 __all__ = ["NATIVE_ENV", "NativePipes", "Stamp", "library_dir", "native_pipes"]
-
-NATIVE_ENV = "SMTRAIN_NATIVE_PIPES"  # "0": always the Python reader
-LIBRARY_DIR_ENV = "SMTRAIN_NATIVE_DIR"  # another folder than <venv>/lib/smtrain-native (tests)
 
 
 @dataclass(frozen=True)
@@ -38,10 +35,6 @@ class Stamp:
             return cls(fields["source"], fields["tensorflow"])
         except (OSError, ValueError, KeyError):
             return None
-
-
-def library_dir() -> Path:
-    return Path(os.environ.get(LIBRARY_DIR_ENV) or Path(sys.prefix) / "lib" / "smtrain-native")
 
 
 class NativePipes:
@@ -110,6 +103,4 @@ def _unavailable(why: str) -> None:
 
 def native_pipes() -> Optional[NativePipes]:
     """The native reader, or None for the Python one (see the module's docstring)."""
-    if os.environ.get(NATIVE_ENV, "1") == "0":
-        return None
-    return _load()
+    return _load() if native_wanted() else None

@@ -2,7 +2,8 @@
 
 `RecordSplitter` is incremental: fill it from a file descriptor (`fill_from`, reading straight into
 its buffer) or `feed` it bytes, then take whole records (`records`) or the spans of whole framed
-records (`frame_spans`, for passing them on unchanged). Errors say what is wrong and at which byte
+records (`frame_spans`, for passing them on unchanged; `frames`, the same without checking CRCs and
+walked in native code where smtrain.data.frames is built). Errors say what is wrong and at which byte
 offset of the stream; the records before a corrupt one are still delivered first.
 
 TFRecord: u64 length, u32 masked CRC32C of the length, data, u32 masked CRC32C of the data.
@@ -16,8 +17,9 @@ import struct
 from typing import Any, Callable, Optional
 
 from ..wire.records import RecordFormat
+from .frames import Frames, native_framer
 
-__all__ = ["CHUNK", "IOV_MAX", "CorruptRecord", "RecordFormat", "RecordSplitter", "encode_recordio",
+__all__ = ["CHUNK", "IOV_MAX", "CorruptRecord", "Frames", "RecordFormat", "RecordSplitter", "encode_recordio",
     "encode_tfrecord", "masked_crc", "payload", "write_pieces", "write_spans"]
 
 _TFRECORD_HEADER = struct.Struct("<QI")
@@ -216,6 +218,22 @@ class RecordSplitter:
         if not spans:
             self._raise_pending()
         return spans
+
+    def frames(self) -> Frames:
+        """The whole framed records now in the buffer, as `frame_spans` finds them; for a splitter that
+        checks no CRCs (the demultiplexer's: each rank's reader checks them) walked in native code where
+        it is built. Valid until the next fill (and, native, the next call)."""
+        framer = native_framer()
+        if framer is None or self.check_crc:
+            spans = self.frame_spans()
+            return Frames(spans[0][0] if spans else self._start, [stop for _, stop in spans], len(spans))
+        found, self._start, error = framer.frame(self.format, self._buffer, self._start, self._end)
+        if error >= 0:  # raised once the records before it are taken
+            magic = _U32.unpack_from(self._buffer, error)[0]
+            self._error = CorruptRecord(self.offset + error, f"RecordIO magic expected, found 0x{magic:08x}")
+        if not found.count:
+            self._raise_pending()
+        return found
 
     def rewind(self, start: int) -> None:
         """Put back the records from `start` (a span start from the last `frame_spans`) to be taken again."""
