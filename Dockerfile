@@ -41,8 +41,11 @@ RUN apt-get update \
 COPY docker/sshd_config /etc/ssh/sshd_config
 COPY docker/ssh_config /etc/ssh/ssh_config.d/smtrain.conf
 COPY docker/openmpi-mca-params.conf /etc/openmpi/openmpi-mca-params.conf
+COPY docker/modeltrainer-hook.sh /opt/smtrain/modeltrainer-hook.sh
 COPY --from=build /opt/smtrain/venv /opt/smtrain/venv
+# BASH_ENV: SDK v3's ModelTrainer starts the container with its own bash script; that bash runs `train`
 ENV PATH=/opt/smtrain/venv/bin:$PATH \
+    BASH_ENV=/opt/smtrain/modeltrainer-hook.sh \
     PYTHONUNBUFFERED=1 \
     TF_USE_LEGACY_KERAS=1 \
     TF_CPP_MIN_LOG_LEVEL=1
@@ -87,8 +90,10 @@ COPY docker/sshd_config /etc/ssh/sshd_config
 COPY docker/ssh_config /etc/ssh/ssh_config.d/smtrain.conf
 COPY docker/openmpi-mca-params.conf /opt/amazon/openmpi/etc/openmpi-mca-params.conf
 COPY docker/nccl.conf /etc/nccl.conf
+COPY docker/modeltrainer-hook.sh /opt/smtrain/modeltrainer-hook.sh
 COPY --from=gpu-build /opt/smtrain/venv /opt/smtrain/venv
 ENV PATH=/opt/smtrain/venv/bin:/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:$PATH \
+    BASH_ENV=/opt/smtrain/modeltrainer-hook.sh \
     LD_LIBRARY_PATH=/opt/amazon/openmpi/lib:/opt/amazon/efa/lib:/opt/amazon/aws-ofi-nccl/lib:$LD_LIBRARY_PATH \
     PYTHONUNBUFFERED=1 \
     TF_USE_LEGACY_KERAS=1 \

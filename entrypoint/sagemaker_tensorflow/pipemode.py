@@ -1,7 +1,8 @@
 """PipeModeDataset with the original constructor and semantics, on smtrain's reader.
 
 - The channel must be a Pipe channel of `<config_dir>/inputdataconfig.json`
-  (PipeModeDatasetException otherwise, as before); the default config_dir follows
+  (PipeModeDatasetException otherwise, as before), or a File channel that `train` streams as Pipe
+  mode (SDK local mode: smtrain.plan.emulation); the default config_dir follows
   $SM_INPUT_CONFIG_DIR, i.e. wherever `train` found the job's config.
 - Each new iterator of the dataset reads the channel's next FIFO, `<channel>_<N>`: N is kept in
   `<state_dir>/.<fifo name>-pipe_mode-state` under a file lock, so `.repeat()` reads epoch after
@@ -114,7 +115,8 @@ def PipeModeDataset(channel: str, record_format: str = "RecordIO", state_dir: st
         raise PipeModeDatasetException(f"{config_path}: cannot read the input data config: {e}") from None
     if channel not in config:
         raise PipeModeDatasetException(f"Channel {channel} not found in Training Job InputDataConfig ({config_path})")
-    if str(config[channel].get("TrainingInputMode", "")).lower() != "pipe":
+    emulated = pipe_variable("", channel) in os.environ  # train streams a File channel's files (local mode)
+    if str(config[channel].get("TrainingInputMode", "")).lower() != "pipe" and not emulated:
         raise PipeModeDatasetException(f"Channel {channel} is not a PipeMode channel ({config_path})")
     if state_dir == DEFAULT_STATE_DIR:  # under the job's base folder, which train clears of an earlier job's
         state_dir = os.path.join(os.environ.get("SAGEMAKER_BASE_DIR") or "/opt/ml", "pipe_state")

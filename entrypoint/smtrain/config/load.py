@@ -29,6 +29,7 @@ from .defaults import (
     default_peer_wait_s,
 )
 from .distribution import distribution_groups, distribution_hosts, strategy_of, truthy
+from .modeltrainer import read_model_trainer
 from .model import (
     Channel, InputMode, InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, SshdSettings, Strategy, TrainingConfig,
 )
@@ -345,6 +346,11 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
     resources = _resources(resource_config, rc_path, environ)
     _check_distribution(decoded, str(hp_path))
     groups = distribution_groups(hps.framework_parameters(decoded), resources.current_group_name)
+    program, mpi = _program(decoded, environ, paths), _mpi(decoded, str(hp_path))
+    if program is None and (trainer := read_model_trainer(paths.input_data_dir, paths.code_dir)) is not None:
+        program = trainer.program  # SDK v3's ModelTrainer: its SourceCode and distributed=MPI(...)
+        if trainer.mpi is not None and not mpi.enabled:
+            mpi = trainer.mpi
     checkpoint_dir = (
         _field(checkpoint_config, "LocalPath", str, str(paths.config_file("checkpointconfig.json")), required=False)
         or environ.get("SM_CHECKPOINT_DIR")
@@ -357,8 +363,8 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
         hyperparameters=decoded,
         resource_config=resource_config,
         input_data_config=input_data_config,
-        program=_program(decoded, environ, paths),
-        mpi=_mpi(decoded, str(hp_path)),
+        program=program,
+        mpi=mpi,
         strategy=strategy_of(decoded),
         distribution_hosts=tuple(distribution_hosts(resource_config.get("instance_groups") or [], groups,
                                                     resources.hosts)),

@@ -112,9 +112,10 @@ class MpiSettings(NamedTuple):
 
 
 class ProgramSpec(NamedTuple):
-    entry_point: str  # as given: SAGEMAKER_PROGRAM or sagemaker_program
+    entry_point: str  # as given: SAGEMAKER_PROGRAM or sagemaker_program (a command line if shell_command)
     submit_dir: str  # as given (SM_MODULE_DIR); the local folder is `local_dir`
     local_dir: Optional[Path]  # None for an s3:// submit directory
+    shell_command: bool = False  # ModelTrainer's SourceCode(command=...): run by bash, no arguments added
 
 
 class TrainingConfig(NamedTuple):

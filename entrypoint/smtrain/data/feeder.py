@@ -3,7 +3,9 @@ local mode cannot do it).
 
 For each Pipe channel it creates `input/data/<channel>_<epoch>` FIFOs one epoch after the other and
 streams the channel's objects into each, whole and in order; with a ShuffleConfig seed, the order
-of objects is shuffled anew for every epoch, reproducibly.
+of objects is shuffled anew for every epoch, reproducibly; with `S3DistributionType: ShardedByS3Key`
+each host gets every N-th object (N hosts), from its place in the hosts. `train` runs it itself,
+with `--emulate`, for File channels that it streams as Pipe mode (smtrain.plan.emulation).
 
     python -m smtrain.data.feeder --base /opt/ml --source train=/data/train --source eval=/data/eval.manifest --epochs 3
 
@@ -31,7 +33,7 @@ from ..config.model import InputMode
 from ..common.console import log, set_prefix
 from ..errors import ConfigError
 
-__all__ = ["SPLICE_CHUNK", "Feeder", "channel_objects", "epoch_order", "feed_channel", "main"]
+__all__ = ["SPLICE_CHUNK", "Feeder", "channel_objects", "epoch_order", "feed_channel", "host_share", "main"]
 
 SPLICE_CHUNK = 1 << 20
 
@@ -58,6 +60,11 @@ def channel_objects(source: str) -> list[Path]:
     return matches
 
 
+def host_share(objects: Sequence[Path], host_index: int, host_count: int) -> list[Path]:
+    """ShardedByS3Key: this host's objects (every host_count-th, from its index in the hosts)."""
+    return list(objects[host_index::host_count])
+
+
 def epoch_order(objects: Sequence[Path], seed: Optional[int], epoch: int) -> list[Path]:
     """Objects in the order of one epoch: as given without a seed, else shuffled by (seed, epoch)."""
     order = list(objects)
@@ -67,14 +74,17 @@ def epoch_order(objects: Sequence[Path], seed: Optional[int], epoch: int) -> lis
 
 
 def _open_writer(path: Path, stop: threading.Event) -> Optional[int]:
-    """Open a FIFO for writing once a reader has opened it (None if stopped first)."""
+    """Open a FIFO for writing once a reader has opened it (None if stopped first). It looks every
+    5 ms at first, then less often, up to every 100 ms (a channel that nobody reads costs little)."""
+    wait = 0.005
     while not stop.is_set():
         try:
             fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
         except OSError as e:
             if e.errno != errno.ENXIO:  # ENXIO: no reader yet
                 raise
-            stop.wait(0.005)
+            stop.wait(wait)
+            wait = min(0.1, wait * 1.1)
             continue
         os.set_blocking(fd, True)
         return fd
@@ -157,11 +167,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--base", default=os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"))
     parser.add_argument("--source", action="append", default=[], metavar="CHANNEL=SOURCE", required=True)
     parser.add_argument("--epochs", type=int, default=None, help="default: until stopped")
+    parser.add_argument("--emulate", action="store_true",
+                        help="File channels too (train, emulating Pipe mode where local mode delivers File mode)")
     args = parser.parse_args(argv)
     set_prefix("[feeder] ")
     try:
         config = load_config({**os.environ, "SAGEMAKER_BASE_DIR": args.base})
-        pipe_channels = {c.name: c for c in config.channels if c.mode is InputMode.PIPE}
+        pipe_channels = {c.name: c for c in config.channels if args.emulate or c.mode is InputMode.PIPE}
+        here = config.resources.hosts.index(config.resources.current_host)
         sources: dict[str, list[Path]] = {}
         for item in args.source:
             name, _, source = item.partition("=")
@@ -169,6 +182,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 raise ConfigError(f"--source {item}: {name!r} is not a Pipe channel of inputdataconfig.json "
                                   f"(Pipe channels: {sorted(pipe_channels)})")
             sources[name] = channel_objects(source)
+            if pipe_channels[name].s3_distribution_type == "ShardedByS3Key":
+                sources[name] = host_share(sources[name], here, len(config.resources.hosts))
     except ConfigError as e:
         log(f"error: {e}")
         return 78

@@ -18,6 +18,7 @@ from .mpirun import MpiLayout, layout, mpirun_command
 from ..wire.pipes import PipeAssignment, PipeMode, demux_folder, pipe_env
 from .pipes import PipeChannel, assign_pipes
 from .program import ProgramLaunch, plan_program
+from .emulation import emulated_channels, feeder_command
 from .smenv import process_env_vars, sm_env_vars
 from .tfconfig import Task, container_env, tasks_of, tf_config
 
@@ -117,6 +118,8 @@ class LaunchPlan(NamedTuple):
     pipes: tuple[PipeAssignment, ...]  # which FIFOs the program (each rank) reads
     demux: tuple[tuple[str, ...], ...]  # demultiplexer processes this host runs beside the ranks
     monitor: tuple[str, ...]  # the system monitor's command; empty when switched off
+    emulated: tuple[str, ...] = ()  # File channels streamed as Pipe mode from their files (plan.emulation)
+    feeder: tuple[str, ...] = ()  # the local feeder's command for them; empty without any
 
     def child_env(self, inherited: Mapping[str, str]) -> dict[str, str]:
         """The program's environment (mpirun's, on the master): what `train` inherited without the
@@ -145,6 +148,8 @@ class LaunchPlan(NamedTuple):
                       for a in self.pipes},
             "demux": [list(argv) for argv in self.demux],
             "monitor": list(self.monitor),
+            "emulated_pipes": list(self.emulated),
+            "feeder": list(self.feeder),
         }
 
 
@@ -205,9 +210,11 @@ def _strategy_plan(config: TrainingConfig, python: str, pipes: tuple[PipeAssignm
     )
 
 
-def plan_pipes(config: TrainingConfig, ranks_per_host: int, mpi: bool, world_size: int = 0) -> tuple[PipeAssignment, ...]:
+def plan_pipes(config: TrainingConfig, emulated: tuple[str, ...], ranks_per_host: int, mpi: bool,
+               world_size: int = 0) -> tuple[PipeAssignment, ...]:
+    """Every Pipe channel's FIFOs, and those of the File channels in `emulated`."""
     channels = [PipeChannel(c.name, c.record_format, c.shuffle_seed is not None)
-                for c in config.channels if c.mode is InputMode.PIPE]
+                for c in config.channels if c.mode is InputMode.PIPE or c.name in emulated]
     return assign_pipes(channels, config.paths.input_data_dir, ranks_per_host, mpi, world_size)
 
 
@@ -275,10 +282,11 @@ class KindInputs(NamedTuple):
     role: Role
     launch: ProgramLaunch
     base_env: Callable[[tuple[PipeAssignment, ...]], dict[str, str]]  # the program's variables, given its FIFOs
+    emulated: tuple[str, ...]  # File channels read as Pipe channels (plan.emulation)
 
 
 def _plan_single(given: KindInputs) -> KindPlan:
-    pipes = plan_pipes(given.config, 1, False)
+    pipes = plan_pipes(given.config, given.emulated, 1, False)
     return KindPlan(given.launch.argv, given.base_env(pipes), pipes, 1, 0)
 
 
@@ -288,7 +296,7 @@ def _plan_mpi(given: KindInputs) -> KindPlan:
     here = config.resources.current_host
     ranks_per_host = mpi.layout.processes_per_host
     first_rank = mpi.layout.hosts.index(here) * ranks_per_host if here in mpi.layout.hosts else 0
-    pipes = plan_pipes(config, ranks_per_host, True, mpi.layout.num_processes)
+    pipes = plan_pipes(config, given.emulated, ranks_per_host, True, mpi.layout.num_processes)
     env_set = given.base_env(pipes)
     if given.role is Role.WORKER:  # the master's mpirun starts this host's ranks through sshd
         return KindPlan((), env_set, pipes, ranks_per_host, first_rank, mpi=mpi)
@@ -306,7 +314,7 @@ def _plan_mpi(given: KindInputs) -> KindPlan:
 
 
 def _plan_strategy(given: KindInputs) -> KindPlan:
-    pipes = plan_pipes(given.config, 1, False)
+    pipes = plan_pipes(given.config, given.emulated, 1, False)
     python = given.python
     return KindPlan((python, "-m", "smtrain.rank", "--", *given.launch.argv), given.base_env(pipes), pipes, 1, 0,
                     strategy=_strategy_plan(given.config, python, pipes))
@@ -344,7 +352,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
             "PYTHONPATH": pythonpath,
         }
 
-    kind = PLANNERS[distribution](KindInputs(config, facts, python, token, role, launch, base_env))
+    emulated = emulated_channels(config)
+    kind = PLANNERS[distribution](KindInputs(config, facts, python, token, role, launch, base_env, emulated))
     resume = DemuxResume(config.checkpoint_dir, kind.first_rank,
                          frozenset(c.name for c in config.channels if c.shuffle_seed is not None))
     requirements = launch.program_dir / "requirements.txt"
@@ -370,6 +379,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         pipes=kind.pipes,
         demux=demux_commands(kind.pipes, config.paths.input_data_dir, kind.ranks_per_host, python, resume),
         monitor=monitor_command(config, python),
+        emulated=emulated,
+        feeder=feeder_command(config, emulated, python),
     )
 
 

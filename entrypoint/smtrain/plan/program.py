@@ -46,6 +46,10 @@ def plan_program(spec: Optional[ProgramSpec], code_dir: Path, args: Sequence[str
     program_dir = spec.local_dir if source is CodeSource.LOCAL_DIR else code_dir
     assert program_dir is not None
     path = program_dir / spec.entry_point
+    if spec.shell_command:  # as ModelTrainer runs it: in the code folder, hyperparameters only in SM_HPS
+        return ProgramLaunch(program_dir=program_dir, program_path=program_dir,
+                             argv=("/bin/bash", "-c", spec.entry_point), source=source,
+                             fetch_from=None if source is CodeSource.LOCAL_DIR else spec.submit_dir)
     if spec.entry_point.endswith(".py"):
         command: tuple[str, ...] = (python, str(path))
     elif spec.entry_point.endswith(".sh"):
@@ -66,6 +70,8 @@ def check_program(launch: ProgramLaunch) -> None:
     path = launch.program_path
     if not launch.program_dir.is_dir():
         raise ProgramNotFound(f"program folder {launch.program_dir} does not exist (sagemaker_submit_directory)")
+    if path == launch.program_dir:  # a shell command line: nothing more to check
+        return
     if not path.is_file():
         present = sorted(p.name for p in launch.program_dir.iterdir())[:10]
         raise ProgramNotFound(f"program {path} does not exist; {launch.program_dir} holds {present}")

@@ -45,6 +45,9 @@ def training_env(config: TrainingConfig, facts: HostFacts) -> dict[str, Any]:
     hosts = distribution_hosts(groups_raw, groups, config.resources.hosts)
     master = hosts[0] if hosts else config.resources.hosts[0]
     program_env = env.get("SAGEMAKER_PROGRAM")
+    trainer = config.program if program_env is None and "sagemaker_program" not in decoded else None
+    if trainer is not None and not trainer.shell_command:  # SDK v3's ModelTrainer named the program
+        program_env = trainer.entry_point
     mp_parameters = env.get("SM_HP_MP_PARAMETERS")
     return {
         "additional_framework_parameters": framework,
@@ -74,7 +77,7 @@ def training_env(config: TrainingConfig, facts: HostFacts) -> dict[str, Any]:
         "log_level": decoded.get("sagemaker_container_log_level", DEFAULT_LOG_LEVEL),
         "master_hostname": master,
         "model_dir": str(paths.model_dir),
-        "module_dir": str(decoded.get("sagemaker_submit_directory", str(paths.code_dir))),
+        "module_dir": str(decoded.get("sagemaker_submit_directory", trainer.submit_dir if trainer else str(paths.code_dir))),
         "module_name": _strip_py(program_env if program_env is not None else str(decoded.get("sagemaker_program"))),
         "network_interface_name": rc.get("network_interface_name", "eth0"),
         "num_cpus": facts.num_cpus,

@@ -18,6 +18,7 @@ from typing import Callable, Mapping
 from ..common import linux
 from ..common.console import log, redact
 from ..common.signals import SignalWaker
+from ..plan.emulation import describe as describe_emulation
 from ..plan.launch import LaunchPlan, Role
 from ..plan.program import check_program
 from ..proc.helpers import HelperGroup
@@ -42,7 +43,11 @@ def prepare(plan: LaunchPlan, python: str) -> None:
 
 
 def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
-    """The demultiplexers and the system monitor, as the plan says, into `helpers`."""
+    """The local feeder (emulated Pipe mode), the demultiplexers and the system monitor, as the plan
+    says, into `helpers`."""
+    if plan.feeder:
+        log(describe_emulation(plan.emulated))
+        helpers.start("feeder", plan.feeder)
     for argv in plan.demux:
         log(f"starting the demultiplexer: {shlex.join(argv)}")
         helpers.start(f"demultiplexer {argv[argv.index('--channel') + 1]}", argv)

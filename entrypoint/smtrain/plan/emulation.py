@@ -1,0 +1,81 @@
+"""Pipe mode emulated from a channel's files (pure): which channels, and the feeder that streams them.
+
+The SageMaker SDK's local mode (v2's estimators and v3's ModelTrainer alike) writes every channel as
+`TrainingInputMode: File`, whatever the job asks for, so a script that reads a channel as a Pipe
+(PipeModeDataset, smtrain.pipes) cannot be rehearsed there. Under local mode - resourceconfig.json's
+`current_instance_type` is `local`, `local_cpu` or `local_gpu` - or when asked, `train` streams each
+such channel's files through FIFOs as SageMaker would (smtrain.data.feeder: objects in key order, a new
+FIFO `<channel>_<epoch>` per epoch, ShuffleConfig and ShardedByS3Key where the config has them), and
+the channel is planned like a Pipe channel (one FIFO per rank under Horovod). Its folder stays as it
+is: a script that reads the files still can. A channel that nobody opens costs a waiting thread.
+
+Setting: hyperparameter `sagemaker_pipe_emulation` or env `SM_PIPE_EMULATION` = `auto` (default: on
+under local mode), `on` (every File channel), `off`, or a comma-separated list of channels.
+"""
+from __future__ import annotations
+
+import re
+from typing import Optional
+
+from ..config.model import InputMode, TrainingConfig
+from ..errors import ConfigError
+
+__all__ = ["EMULATION_ENV", "EMULATION_HP", "NOT_EMULATED", "describe", "emulated_channels", "feeder_command",
+    "local_mode"]
+
+EMULATION_HP = "sagemaker_pipe_emulation"
+EMULATION_ENV = "SM_PIPE_EMULATION"
+# ModelTrainer's driver and code channels, and a checkpoint folder carried into a rehearsal
+NOT_EMULATED = frozenset({"sm_drivers", "code", "checkpoints"})
+_ON, _OFF, _AUTO = ("on", "all", "true", "1", "yes"), ("off", "false", "0", "no", "none"), "auto"
+
+
+def local_mode(config: TrainingConfig) -> bool:
+    """The job runs under the SDK's local mode (the instance type it writes)."""
+    return str(config.resource_config.get("current_instance_type", "")).startswith("local")
+
+
+def _setting(config: TrainingConfig) -> tuple[str, str]:
+    if EMULATION_ENV in config.environ:
+        return str(config.environ[EMULATION_ENV]).strip(), f"environment variable {EMULATION_ENV}"
+    return str(config.hyperparameters.get(EMULATION_HP, _AUTO)).strip(), f"hyperparameter '{EMULATION_HP}'"
+
+
+def emulated_channels(config: TrainingConfig) -> tuple[str, ...]:
+    """The File channels whose files are streamed as Pipe-mode FIFOs on this host."""
+    setting, where = _setting(config)
+    files = [c.name for c in config.channels if c.mode is not InputMode.PIPE and c.name not in NOT_EMULATED]
+    lowered = setting.lower()
+    if lowered == _AUTO:
+        chosen = files if local_mode(config) else []
+    elif lowered in _ON:
+        chosen = files
+    elif lowered in _OFF:
+        chosen = []
+    else:
+        chosen = [name.strip() for name in setting.split(",") if name.strip()]
+        unknown = [name for name in chosen if name not in files]
+        if unknown:
+            raise ConfigError(f"{where} names {unknown}, which {'is' if len(unknown) == 1 else 'are'} not File "
+                              f"channels of inputdataconfig.json (File channels: {files}); expected auto, on, off "
+                              "or channel names separated by commas")
+    names = {c.name for c in config.channels}
+    # `C_<epoch>` is where the FIFOs go: not where another channel's folder is (AWS's `train` beside `train_0`)
+    return tuple(c for c in chosen if not any(re.fullmatch(re.escape(c) + r"_[0-9]+", n) for n in names))
+
+
+def feeder_command(config: TrainingConfig, channels: tuple[str, ...], python: str) -> tuple[str, ...]:
+    """The local feeder for `channels`, from their folders; empty without any."""
+    if not channels:
+        return ()
+    data = config.paths.input_data_dir
+    sources = [arg for name in channels for arg in ("--source", f"{name}={data / name}")]
+    return (python, "-m", "smtrain.data.feeder", "--base", str(config.paths.base), "--emulate", *sources)
+
+
+def describe(channels: tuple[str, ...]) -> Optional[str]:
+    """The log line that says Pipe mode is emulated, or None."""
+    if not channels:
+        return None
+    return (f"Pipe mode emulated for channel{'s' if len(channels) > 1 else ''} {', '.join(channels)}: their files "
+            "are streamed through FIFOs as SageMaker's Pipe mode would (local mode delivers File mode)")

@@ -1,0 +1,60 @@
+"""Pipe mode emulated under the SDK's local mode, through the real `train`, real FIFOs, a real feeder and
+demultiplexer and real TensorFlow: the config files as local mode writes them (every channel File,
+instance type `local`), and scripts that never import smtrain."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from tests.process.test_pipes import _write_objects
+from tests.support import make_tree, run_train
+
+PROGRAMS = Path(__file__).parent.parent / "programs"
+LOCAL = {"current_instance_type": "local"}
+
+
+def _files_job(tmp_path: Path, hyperparameters: dict, program: str):
+    tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "File"}}, program="reader.py",
+                     hyperparameters=hyperparameters, resource_extra=LOCAL)
+    tree.write_program("reader.py", (PROGRAMS / program).read_text())
+    expected = _write_objects(tree.base / "input" / "data" / "train", ["a", "b", "c"], 30)
+    return tree, expected
+
+
+def test_an_unchanged_pipemode_script_reads_every_record_once_per_epoch_on_two_ranks(tmp_path: Path) -> None:
+    tree, expected = _files_job(tmp_path, {"sagemaker_mpi_enabled": "true",
+                                           "sagemaker_mpi_num_of_processes_per_host": "2", "epochs": "2"},
+                                "pipemode_reader.py")
+    done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off", SM_CONTROL_PORT="17330"), timeout=180)
+    stderr = done.stderr.decode()
+    assert done.returncode == 0, stderr[-3000:]
+    assert "Pipe mode emulated for channel train" in stderr
+    got = {r: [bytes.fromhex(x) for x in (tree.base / "output" / "data" / f"pmd-{r}").read_text().split()]
+           for r in (0, 1)}
+    assert len(got[0]) == len(got[1]) == len(expected)  # each rank its half of 90 records, twice
+    assert sorted(got[0] + got[1]) == sorted(expected * 2)
+    data = tree.base / "input" / "data"
+    assert not [p.name for p in data.iterdir() if p.name.startswith("train_")]  # the feeder's FIFOs went with it
+    assert sorted(p.name for p in (data / "train").iterdir()) == ["a", "b", "c"]  # the files untouched
+
+
+FILES_READER = """
+import os, pathlib
+folder = pathlib.Path(os.environ["SM_CHANNEL_TRAIN"])
+sizes = {p.name: len(p.read_bytes()) for p in sorted(folder.iterdir())}
+pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"], "sizes").write_text(repr(sizes))
+"""
+
+
+def test_a_script_reading_the_channel_as_files_still_works_and_the_unread_feeder_ends_with_it(tmp_path: Path) -> None:
+    tree, _ = _files_job(tmp_path, {}, "pipemode_reader.py")
+    tree.write_program("reader.py", FILES_READER)
+    started = time.monotonic()
+    done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off"), timeout=60)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert time.monotonic() - started < 30  # the feeder of a channel nobody opens does not hold the job
+    assert "Pipe mode emulated for channel train" in done.stderr.decode()
+    train = tree.base / "input" / "data" / "train"
+    expected = {p.name: p.stat().st_size for p in sorted(train.iterdir())}
+    assert (tree.base / "output" / "data" / "sizes").read_text() == repr(expected)
+    assert not [p.name for p in train.parent.iterdir() if p.name.startswith("train_")]
