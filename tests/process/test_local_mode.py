@@ -58,3 +58,35 @@ def test_a_script_reading_the_channel_as_files_still_works_and_the_unread_feeder
     expected = {p.name: p.stat().st_size for p in sorted(train.iterdir())}
     assert (tree.base / "output" / "data" / "sizes").read_text() == repr(expected)
     assert not [p.name for p in train.parent.iterdir() if p.name.startswith("train_")]
+
+
+CHECKPOINTER = """
+import os, pathlib, sys
+ckpt = pathlib.Path(os.environ["SM_CHECKPOINT_DIR"])
+found = sorted(p.name for p in ckpt.iterdir())
+(ckpt / f"step-{len(found)}").write_text("saved")
+print("found", found, flush=True)
+sys.exit(int(os.environ.get("EXIT_WITH", "0")))
+"""
+
+
+def test_a_checkpoints_channel_is_restored_and_the_folder_is_kept_in_the_output_however_the_job_ends(
+        tmp_path: Path) -> None:
+    """Run 1 (no channel) fails after saving; its output keeps the folder; run 2 names that folder as its
+    `checkpoints` channel and starts from it, as a spot restart on SageMaker would."""
+    runs = []
+    for run in (1, 2):
+        channels = {"checkpoints": {"TrainingInputMode": "File"}} if run == 2 else {}
+        tree = make_tree(tmp_path / f"ml{run}", channels=channels, program="job.py", resource_extra=LOCAL)
+        tree.write_program("job.py", CHECKPOINTER)
+        if run == 2:
+            import shutil
+            shutil.copytree(runs[0] / "output" / "data" / "checkpoints", tree.base / "input" / "data" / "checkpoints")
+        done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off", EXIT_WITH="3" if run == 1 else "0"), timeout=60)
+        assert done.returncode == (3 if run == 1 else 0), done.stderr.decode()[-2000:]
+        runs.append(tree.base)
+    stdout, stderr = done.stdout.decode(), done.stderr.decode()
+    assert "found ['step-0']" in stdout  # run 2 started from run 1's checkpoint
+    assert "restored 1 files from the checkpoints channel" in stderr
+    kept = runs[1] / "output" / "data" / "checkpoints"
+    assert sorted(p.name for p in kept.iterdir()) == ["step-0", "step-1"]

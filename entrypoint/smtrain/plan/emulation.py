@@ -20,13 +20,14 @@ from typing import Optional
 from ..config.model import InputMode, TrainingConfig
 from ..errors import ConfigError
 
-__all__ = ["EMULATION_ENV", "EMULATION_HP", "NOT_EMULATED", "describe", "emulated_channels", "feeder_command",
+__all__ = ["CHECKPOINTS_CHANNEL", "EMULATION_ENV", "EMULATION_HP", "NOT_EMULATED", "describe", "emulated_channels", "feeder_command",
     "local_mode"]
 
 EMULATION_HP = "sagemaker_pipe_emulation"
 EMULATION_ENV = "SM_PIPE_EMULATION"
-# ModelTrainer's driver and code channels, and a checkpoint folder carried into a rehearsal
-NOT_EMULATED = frozenset({"sm_drivers", "code", "checkpoints"})
+CHECKPOINTS_CHANNEL = "checkpoints"  # a checkpoint folder carried into a local run (smtrain.run.carry)
+# ModelTrainer's driver and code channels, and the checkpoint folder
+NOT_EMULATED = frozenset({"sm_drivers", "code", CHECKPOINTS_CHANNEL})
 _ON, _OFF, _AUTO = ("on", "all", "true", "1", "yes"), ("off", "false", "0", "no", "none"), "auto"
 
 

@@ -18,7 +18,7 @@ from .mpirun import MpiLayout, layout, mpirun_command
 from ..wire.pipes import PipeAssignment, PipeMode, demux_folder, pipe_env
 from .pipes import PipeChannel, assign_pipes
 from .program import ProgramLaunch, plan_program
-from .emulation import emulated_channels, feeder_command
+from .emulation import CHECKPOINTS_CHANNEL, emulated_channels, feeder_command, local_mode
 from .smenv import process_env_vars, sm_env_vars
 from .tfconfig import Task, container_env, tasks_of, tf_config
 
@@ -120,6 +120,9 @@ class LaunchPlan(NamedTuple):
     monitor: tuple[str, ...]  # the system monitor's command; empty when switched off
     emulated: tuple[str, ...] = ()  # File channels streamed as Pipe mode from their files (plan.emulation)
     feeder: tuple[str, ...] = ()  # the local feeder's command for them; empty without any
+    checkpoint_dir: Optional[Path] = None
+    restore_checkpoints_from: Optional[Path] = None  # the `checkpoints` channel, copied into an empty checkpoint_dir
+    keep_checkpoints_in: Optional[Path] = None  # local mode: where the checkpoint folder goes at the end (run.carry)
 
     def child_env(self, inherited: Mapping[str, str]) -> dict[str, str]:
         """The program's environment (mpirun's, on the master): what `train` inherited without the
@@ -150,6 +153,8 @@ class LaunchPlan(NamedTuple):
             "monitor": list(self.monitor),
             "emulated_pipes": list(self.emulated),
             "feeder": list(self.feeder),
+            "restore_checkpoints_from": str(self.restore_checkpoints_from) if self.restore_checkpoints_from else None,
+            "keep_checkpoints_in": str(self.keep_checkpoints_in) if self.keep_checkpoints_in else None,
         }
 
 
@@ -381,6 +386,10 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         monitor=monitor_command(config, python),
         emulated=emulated,
         feeder=feeder_command(config, emulated, python),
+        checkpoint_dir=config.checkpoint_dir,
+        restore_checkpoints_from=(config.paths.input_data_dir / CHECKPOINTS_CHANNEL
+                                  if any(c.name == CHECKPOINTS_CHANNEL for c in config.channels) else None),
+        keep_checkpoints_in=config.paths.output_data_dir / CHECKPOINTS_CHANNEL if local_mode(config) else None,
     )
 
 

@@ -23,6 +23,7 @@ from ..plan.launch import LaunchPlan, Role
 from ..plan.program import check_program
 from ..proc.helpers import HelperGroup
 from ..proc.supervise import end_descendants, parent_death_signal
+from .carry import keep_checkpoints, restore_checkpoints
 from .codesetup import fetch_code, install_requirements
 from .outcome import FileState, JobOutcome, render
 
@@ -40,6 +41,8 @@ def prepare(plan: LaunchPlan, python: str) -> None:
     if plan.requirements and plan.requirements.is_file():
         install_requirements(python, plan.requirements)
     check_program(plan.program)
+    if plan.checkpoint_dir is not None:
+        restore_checkpoints(plan.restore_checkpoints_from, plan.checkpoint_dir)
 
 
 def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
@@ -79,5 +82,7 @@ class HostJob:
                 outcome = body(self)
         finally:
             end_descendants(self.waker, 2.0)  # whatever the job left behind: nothing outlives train
+            if self.plan.checkpoint_dir is not None:
+                keep_checkpoints(self.plan.checkpoint_dir, self.plan.keep_checkpoints_in)
         success = "the program succeeded" if self.plan.role is Role.SINGLE else "the job succeeded"
         return render(outcome, self.plan.failure_file, at_start, self.plan.success_file, success, redact)
