@@ -15,6 +15,7 @@ apt_packages=(
   openmpi-bin libopenmpi-dev openssh-server openssh-client # MPI and its transport
   iproute2 procps psmisc util-linux                        # network namespaces, process tools for tests
   docker.io debootstrap                                    # the image: an engine, and a base image from the mirror
+  docker-compose                                           # the SageMaker SDKs' local mode runs the image with it
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }
@@ -58,6 +59,21 @@ build_native_if_changed() {
   "$here/scripts/build-native.sh" "$venv"
 }
 
+# The SageMaker SDKs (v2 and v3) as users install them, each in a virtual environment of its own beside
+# the stack's (their pins conflict with it and with each other); rebuilt when its requirements change.
+install_sdks() {
+  local sdk want
+  for sdk in sdk2 sdk3; do
+    want=$(fingerprint <"$here/tests/sdk/requirements-$sdk.txt")
+    [ "$(cat "/opt/smtrain/$sdk/.fingerprint" 2>/dev/null)" = "$want" ] && continue
+    log "installing the SageMaker SDK for the local-mode tests in /opt/smtrain/$sdk"
+    rm -rf "/opt/smtrain/$sdk"
+    /usr/bin/python3 -m venv "/opt/smtrain/$sdk"
+    "/opt/smtrain/$sdk/bin/python" -m pip install -q -r "$here/tests/sdk/requirements-$sdk.txt"
+    echo "$want" >"/opt/smtrain/$sdk/.fingerprint"
+  done
+}
+
 main() {
   [ "$(id -u)" -eq 0 ] || { log "run as root (it installs apt packages)"; exit 1; }
   install_apt_packages
@@ -78,6 +94,7 @@ main() {
   # Horovod's Keras API on tf_keras: idempotent, about two seconds (it checks the patched modules import).
   "$venv/bin/python" "$here/scripts/patch-horovod.py" >/dev/null
   build_native_if_changed
+  install_sdks
   # This checkout itself: pure Python, a few seconds. setuptools' build folder is removed first: it
   # keeps modules that were moved or deleted since, and would install them again.
   rm -rf "$here/build/lib" "$here"/build/bdist.*

@@ -3,6 +3,7 @@ demultiplexer and real TensorFlow: the config files as local mode writes them (e
 instance type `local`), and scripts that never import smtrain."""
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -90,3 +91,33 @@ def test_a_checkpoints_channel_is_restored_and_the_folder_is_kept_in_the_output_
     assert "restored 1 files from the checkpoints channel" in stderr
     kept = runs[1] / "output" / "data" / "checkpoints"
     assert sorted(p.name for p in kept.iterdir()) == ["step-0", "step-1"]
+
+
+HOOK = Path(__file__).resolve().parent.parent.parent / "docker" / "modeltrainer-hook.sh"
+MODELTRAINER_COMMAND = ("chmod +x /opt/ml/input/data/sm_drivers/sm_train.sh && "
+                        "/opt/ml/input/data/sm_drivers/sm_train.sh")
+
+
+def _bash_as_first_process(tmp_path: Path, command: str, shell: str = "/bin/bash",
+                           **env: str) -> subprocess.CompletedProcess:
+    """Real bash with the image's BASH_ENV hook as the first process of a new PID namespace, as in a
+    container; `train` on its PATH is a stand-in that says it ran (the real one is run by tests/sdk/)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "train").write_text("#!/bin/sh\necho \"train ran as pid $$ with BASH_ENV=${BASH_ENV:-unset}\"\n")
+    (bin_dir / "train").chmod(0o755)
+    environ = {"PATH": f"{bin_dir}:/usr/bin:/bin", "BASH_ENV": str(HOOK), **env}
+    return subprocess.run(["unshare", "--pid", "--fork", "--kill-child", shell, "-c", command],
+                          env=environ, capture_output=True, text=True, timeout=30)
+
+
+def test_the_image_hook_turns_modeltrainers_first_bash_into_train_and_nothing_else(tmp_path: Path) -> None:
+    done = _bash_as_first_process(tmp_path, MODELTRAINER_COMMAND)
+    assert done.stdout == "train ran as pid 1 with BASH_ENV=unset\n", done.stderr
+    other = _bash_as_first_process(tmp_path, "echo the user bash")
+    assert other.stdout == "the user bash\n"
+    nested = _bash_as_first_process(tmp_path, f"bash -c '{MODELTRAINER_COMMAND}'; echo nested bash went on",
+                                    shell="/bin/sh")  # the same command, by a bash that is not the first process
+    assert "train ran" not in nested.stdout and "nested bash went on" in nested.stdout
+    sdk = _bash_as_first_process(tmp_path, MODELTRAINER_COMMAND, SMTRAIN_MODELTRAINER_DRIVERS="sdk")
+    assert "train ran" not in sdk.stdout and "sm_train.sh" in sdk.stderr  # the SDK's own script, missing here

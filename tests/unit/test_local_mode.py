@@ -114,3 +114,13 @@ def test_model_trainer_distributions_the_image_cannot_serve_are_config_errors(tm
     base = _model_trainer(tmp_path, {"entry_script": "train.py"}, distributed)
     with pytest.raises(ConfigError, match=error):
         load_config({"SAGEMAKER_BASE_DIR": str(base)})
+
+
+def test_model_trainer_with_a_strategy_hyperparameter_runs_multi_worker_mirrored(tmp_path: Path) -> None:
+    """TF strategies need one line with ModelTrainer: the v2 SDK's distribution hyperparameter."""
+    base = _model_trainer(tmp_path, {"source_dir": "/src", "entry_script": "train.py"}, {},
+                          {"sagemaker_multi_worker_mirrored_strategy_enabled": "true", "epochs": "2"})
+    plan = plan_launch(load_config({"SAGEMAKER_BASE_DIR": str(base)}), FACTS, "/venv/bin/python")
+    assert plan.distribution.value == "multi-worker-mirrored" and plan.strategy is not None
+    assert json.loads(plan.env_set["TF_CONFIG"])["cluster"]["worker"] == ["algo-1:8890", "algo-2:8890"]
+    assert plan.argv[-2:] == ("--epochs", "2")  # the strategy's flag is no argument
