@@ -23,3 +23,14 @@ def pytest_sessionstart(session: pytest.Session) -> None:
         pytest.exit(f"the project is not installed in {installed.parent}: run scripts/setup.sh", 3)
     if _digest(installed) != _digest(CHECKOUT):
         pytest.exit(f"the installed smtrain ({installed}) differs from this checkout: run scripts/setup.sh", 3)
+
+
+@pytest.fixture(scope="session")
+def image() -> str:
+    """The CPU image under test (tests/image, tests/sdk): a real Docker engine (started here if none
+    runs) and the image built once per session from a local base image made from the OS mirror
+    (scripts/base-image.sh), or $SMTRAIN_IMAGE."""
+    from tests.harness.docker_cluster import ensure_docker, image_under_test
+
+    ensure_docker()
+    return image_under_test()

@@ -14,7 +14,7 @@ parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--run", default="1")
 parser.add_argument("--horovod", default="no")
 parser.add_argument("--delay", type=float, default=0.01)
-args = parser.parse_args()
+args, _ = parser.parse_known_args()  # the TensorFlow estimator adds --model_dir
 if args.horovod == "yes":
     import horovod.tensorflow as hvd
 

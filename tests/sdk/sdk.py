@@ -34,7 +34,7 @@ class SdkJob(NamedTuple):
     def extract(self, name: str, into: Path) -> Path:
         into.mkdir(parents=True, exist_ok=True)
         with tarfile.open(self.artifact(name)) as archive:
-            archive.extractall(into, filter="data")
+            archive.extractall(into)  # written by the SDK from this test's own job
         return into
 
 
@@ -67,7 +67,11 @@ def start_sdk_job(sdk: str, image: str, root: Path, source_dir: Path, entry_poin
             "channels": {name: str(path) for name, path in channels.items()}, "hyperparameters": dict(hyperparameters),
             "instance_count": instance_count, "processes_per_host": processes_per_host, "mpi": processes_per_host > 0,
             "input_mode": input_mode}
-    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "PYTHONUNBUFFERED": "1"}
+    # The SDKs' telemetry would try to reach AWS (no network here): opted out in an SDK defaults file
+    defaults = root / "sagemaker-config.yaml"
+    defaults.write_text("SchemaVersion: '1.0'\nSageMaker:\n  PythonSDK:\n    Modules:\n      TelemetryOptOut: true\n")
+    env = {**os.environ, "AWS_DEFAULT_REGION": "us-east-1", "PYTHONUNBUFFERED": "1",
+           "SAGEMAKER_USER_CONFIG_OVERRIDE": str(defaults)}
     return subprocess.Popen([str(python), str(driver), json.dumps(spec)], cwd=root, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
 
@@ -88,8 +92,11 @@ def run_sdk_job(sdk: str, image: str, root: Path, *args: Any, timeout: float = 3
     return finish_sdk_job(start_sdk_job(sdk, image, root, *args, **kwargs), root, timeout)
 
 
-def wait_for(condition, timeout: float, what: str) -> None:
+def wait_for(condition, timeout: float, what: str, job: subprocess.Popen) -> None:
+    """Until `condition()` holds, while the SDK's `job` runs."""
     deadline = time.monotonic() + timeout
     while not condition():
-        assert time.monotonic() < deadline, f"{what} did not happen within {timeout:g} s"
+        if job.poll() is not None or time.monotonic() > deadline:
+            output = job.communicate(timeout=60)[0] if job.poll() is not None else "(still running)"
+            raise AssertionError(f"{what} did not happen within {timeout:g} s; the SDK printed:\n{output[-3000:]}")
         time.sleep(0.2)

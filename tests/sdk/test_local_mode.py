@@ -90,7 +90,7 @@ def test_a_spot_interruption_is_rehearsed_and_the_second_run_resumes_exactly_onc
                 logs = list(consumed.rglob("consumed-1-0"))
                 return bool(logs) and logs[0].read_text().count("\n") >= len(everything) + 30
 
-            wait_for(well_into_epoch_1, 180, "run 1 reaching the middle of epoch 1")
+            wait_for(well_into_epoch_1, 180, "run 1 reaching the middle of epoch 1", started)
             for container in job_containers(containers):
                 docker("kill", "--signal", "TERM", container, check=False)
         runs.append(finish_sdk_job(started, tmp_path / f"job{run}"))

@@ -7,7 +7,7 @@ import json
 import sys
 
 spec = json.loads(sys.argv[1])
-from sagemaker.train.configs import Compute, InputData, SourceCode  # noqa: E402
+from sagemaker.core.training.configs import Compute, InputData, SourceCode  # noqa: E402
 from sagemaker.train.distributed import MPI  # noqa: E402
 from sagemaker.train.model_trainer import Mode, ModelTrainer  # noqa: E402
 
