@@ -2,7 +2,7 @@
 
 - The channel must be a Pipe channel of `<config_dir>/inputdataconfig.json`
   (PipeModeDatasetException otherwise, as before), or a File channel that `train` streams as Pipe
-  mode (SDK local mode: smtrain.plan.emulation); the default config_dir follows
+  mode (SDK local mode: smtrain.plan.localmode); the default config_dir follows
   $SM_INPUT_CONFIG_DIR, i.e. wherever `train` found the job's config.
 - Each new iterator of the dataset reads the channel's next FIFO, `<channel>_<N>`: N is kept in
   `<state_dir>/.<fifo name>-pipe_mode-state` under a file lock, so `.repeat()` reads epoch after

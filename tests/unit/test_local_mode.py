@@ -11,7 +11,7 @@ import pytest
 
 from smtrain.config.load import load_config
 from smtrain.errors import ConfigError
-from smtrain.plan.emulation import emulated_channels
+from smtrain.plan.localmode import emulated_channels
 from smtrain.plan.launch import plan_launch
 from smtrain.wire.pipes import PipeMode
 from tests.support import make_tree

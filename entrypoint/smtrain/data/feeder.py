@@ -5,7 +5,7 @@ For each Pipe channel it creates `input/data/<channel>_<epoch>` FIFOs one epoch 
 streams the channel's objects into each, whole and in order; with a ShuffleConfig seed, the order
 of objects is shuffled anew for every epoch, reproducibly; with `S3DistributionType: ShardedByS3Key`
 each host gets every N-th object (N hosts), from its place in the hosts. `train` runs it itself,
-with `--emulate`, for File channels that it streams as Pipe mode (smtrain.plan.emulation).
+with `--emulate`, for File channels that it streams as Pipe mode (smtrain.plan.localmode).
 
     python -m smtrain.data.feeder --base /opt/ml --source train=/data/train --source eval=/data/eval.manifest --epochs 3
 

@@ -18,7 +18,7 @@ from .mpirun import MpiLayout, layout, mpirun_command
 from ..wire.pipes import PipeAssignment, PipeMode, demux_folder, pipe_env
 from .pipes import PipeChannel, assign_pipes
 from .program import ProgramLaunch, plan_program
-from .emulation import CHECKPOINTS_CHANNEL, emulated_channels, feeder_command, local_mode
+from .localmode import checkpoint_carry, emulated_channels, feeder_command
 from .smenv import process_env_vars, sm_env_vars
 from .tfconfig import Task, container_env, tasks_of, tf_config
 
@@ -118,7 +118,7 @@ class LaunchPlan(NamedTuple):
     pipes: tuple[PipeAssignment, ...]  # which FIFOs the program (each rank) reads
     demux: tuple[tuple[str, ...], ...]  # demultiplexer processes this host runs beside the ranks
     monitor: tuple[str, ...]  # the system monitor's command; empty when switched off
-    emulated: tuple[str, ...] = ()  # File channels streamed as Pipe mode from their files (plan.emulation)
+    emulated: tuple[str, ...] = ()  # File channels streamed as Pipe mode from their files (plan.localmode)
     feeder: tuple[str, ...] = ()  # the local feeder's command for them; empty without any
     checkpoint_dir: Optional[Path] = None
     restore_checkpoints_from: Optional[Path] = None  # the `checkpoints` channel, copied into an empty checkpoint_dir
@@ -287,7 +287,7 @@ class KindInputs(NamedTuple):
     role: Role
     launch: ProgramLaunch
     base_env: Callable[[tuple[PipeAssignment, ...]], dict[str, str]]  # the program's variables, given its FIFOs
-    emulated: tuple[str, ...]  # File channels read as Pipe channels (plan.emulation)
+    emulated: tuple[str, ...]  # File channels read as Pipe channels (plan.localmode)
 
 
 def _plan_single(given: KindInputs) -> KindPlan:
@@ -362,6 +362,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
     resume = DemuxResume(config.checkpoint_dir, kind.first_rank,
                          frozenset(c.name for c in config.channels if c.shuffle_seed is not None))
     requirements = launch.program_dir / "requirements.txt"
+    carry = checkpoint_carry(config)
     return LaunchPlan(
         distribution=distribution,
         role=role,
@@ -387,9 +388,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         emulated=emulated,
         feeder=feeder_command(config, emulated, python),
         checkpoint_dir=config.checkpoint_dir,
-        restore_checkpoints_from=(config.paths.input_data_dir / CHECKPOINTS_CHANNEL
-                                  if any(c.name == CHECKPOINTS_CHANNEL for c in config.channels) else None),
-        keep_checkpoints_in=config.paths.output_data_dir / CHECKPOINTS_CHANNEL if local_mode(config) else None,
+        restore_checkpoints_from=carry.restore_from,
+        keep_checkpoints_in=carry.keep_in,
     )
 
 

@@ -18,7 +18,7 @@ from typing import Callable, Mapping
 from ..common import linux
 from ..common.console import log, redact
 from ..common.signals import SignalWaker
-from ..plan.emulation import describe as describe_emulation
+from ..plan.localmode import describe as describe_emulation
 from ..plan.launch import LaunchPlan, Role
 from ..plan.program import check_program
 from ..proc.helpers import HelperGroup

@@ -1,4 +1,6 @@
-"""Pipe mode emulated from a channel's files (pure): which channels, and the feeder that streams them.
+"""What the SDK's local mode lacks and `train` makes up for (pure): Pipe mode emulated from a channel's
+files (which channels, and the feeder that streams them), and the checkpoint folder carried from one
+local run to the next (smtrain.run.carry).
 
 The SageMaker SDK's local mode (v2's estimators and v3's ModelTrainer alike) writes every channel as
 `TrainingInputMode: File`, whatever the job asks for, so a script that reads a channel as a Pipe
@@ -15,13 +17,14 @@ under local mode), `on` (every File channel), `off`, or a comma-separated list o
 from __future__ import annotations
 
 import re
-from typing import Optional
+from pathlib import Path
+from typing import NamedTuple, Optional
 
 from ..config.model import InputMode, TrainingConfig
 from ..errors import ConfigError
 
-__all__ = ["CHECKPOINTS_CHANNEL", "EMULATION_ENV", "EMULATION_HP", "NOT_EMULATED", "describe", "emulated_channels", "feeder_command",
-    "local_mode"]
+__all__ = ["CHECKPOINTS_CHANNEL", "EMULATION_ENV", "EMULATION_HP", "NOT_EMULATED", "CheckpointCarry", "checkpoint_carry",
+    "describe", "emulated_channels", "feeder_command", "local_mode"]
 
 EMULATION_HP = "sagemaker_pipe_emulation"
 EMULATION_ENV = "SM_PIPE_EMULATION"
@@ -80,3 +83,18 @@ def describe(channels: tuple[str, ...]) -> Optional[str]:
         return None
     return (f"Pipe mode emulated for channel{'s' if len(channels) > 1 else ''} {', '.join(channels)}: their files "
             "are streamed through FIFOs as SageMaker's Pipe mode would (local mode delivers File mode)")
+
+
+class CheckpointCarry(NamedTuple):
+    restore_from: Optional[Path]  # the `checkpoints` channel's folder, copied into an empty checkpoint folder
+    keep_in: Optional[Path]  # local mode: where the checkpoint folder is copied when the job ends
+
+
+def checkpoint_carry(config: TrainingConfig) -> CheckpointCarry:
+    """A channel named `checkpoints` is restored (SageMaker restores from S3; local mode cannot); under
+    local mode the folder is kept in `output/data/checkpoints`, which the SDK packs into output.tar.gz."""
+    has_channel = any(c.name == CHECKPOINTS_CHANNEL for c in config.channels)
+    return CheckpointCarry(
+        restore_from=config.paths.input_data_dir / CHECKPOINTS_CHANNEL if has_channel else None,
+        keep_in=config.paths.output_data_dir / CHECKPOINTS_CHANNEL if local_mode(config) else None,
+    )
