@@ -4,6 +4,7 @@ instance type `local`), and scripts that never import smtrain."""
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -121,3 +122,23 @@ def test_the_image_hook_turns_modeltrainers_first_bash_into_train_and_nothing_el
     assert "train ran" not in nested.stdout and "nested bash went on" in nested.stdout
     sdk = _bash_as_first_process(tmp_path, MODELTRAINER_COMMAND, SMTRAIN_MODELTRAINER_DRIVERS="sdk")
     assert "train ran" not in sdk.stdout and "sm_train.sh" in sdk.stderr  # the SDK's own script, missing here
+
+
+def test_the_feeder_gives_each_host_its_share_of_a_sharded_file_channel(tmp_path: Path) -> None:
+    """`--emulate` feeds a File channel; with ShardedByS3Key, algo-2 of two hosts gets every other object
+    from its place in the hosts (objects b and d of a-d), as SageMaker shards S3 keys."""
+    tree = make_tree(tmp_path / "ml", hosts=("algo-1", "algo-2"), current_host="algo-2", resource_extra=LOCAL,
+                     channels={"train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key"}})
+    objects = tree.base / "input" / "data" / "train"
+    _write_objects(objects, ["a", "b", "c", "d"], 3)
+    feeder = subprocess.Popen([sys.executable, "-m", "smtrain.data.feeder", "--base", str(tree.base), "--emulate",
+                               "--source", f"train={objects}", "--epochs", "1"], stderr=subprocess.PIPE)
+    fifo = tree.base / "input" / "data" / "train_0"
+    deadline = time.monotonic() + 30
+    while not fifo.exists():
+        assert time.monotonic() < deadline and feeder.poll() is None, "the feeder made no FIFO"
+        time.sleep(0.01)
+    with open(fifo, "rb") as f:
+        fed = f.read()
+    assert feeder.wait(30) == 0, feeder.stderr.read().decode() if feeder.stderr else ""
+    assert fed == (objects / "b").read_bytes() + (objects / "d").read_bytes()

@@ -52,18 +52,21 @@ def test_a_rank_exiting_3_ends_every_container_with_3_and_the_sdk_reports_it(con
     assert "rank 3" in failure.read_text()
 
 
-@pytest.mark.parametrize("sdk", ["v3", "v2"])
-def test_a_pipemode_script_reads_every_record_once_per_epoch_on_two_ranks(
-        containers: str, tmp_path: Path, sdk: str) -> None:
+@pytest.mark.parametrize("sdk,processes", [("v3", 2), ("v2", 2), ("v3", 0)])
+def test_a_pipemode_script_reads_every_record_once_per_epoch_on_two_ranks_or_one(
+        containers: str, tmp_path: Path, sdk: str, processes: int) -> None:
     """input_mode Pipe (v3: training_input_mode): local mode still writes File; train streams the
-    channel's files through FIFOs, one per rank, and says so."""
+    channel's files through FIFOs, one per rank, and says so. processes 0: v3 without `distributed`."""
     expected = _write_objects(tmp_path / "data", ["a", "b", "c"], 30)
     job = run_sdk_job(sdk, containers, tmp_path / "job", _source(tmp_path, "pipemode_reader.py"), "train.py",
-                      {"train": tmp_path / "data"}, {"epochs": 2}, instance_count=1, processes_per_host=2,
+                      {"train": tmp_path / "data"}, {"epochs": 2}, instance_count=1, processes_per_host=processes,
                       input_mode="Pipe")
     assert job.error is None, job.output[-4000:]
     assert "Pipe mode emulated for channel train" in job.output
     data = job.extract("output.tar.gz", tmp_path / "output") / "data"
+    if not processes:  # one process reads the channel as it comes, in key order
+        assert [bytes.fromhex(x) for x in (data / "pmd-0").read_text().split()] == expected * 2
+        return
     got = {r: [bytes.fromhex(x) for x in (data / f"pmd-{r}").read_text().split()] for r in (0, 1)}
     assert len(got[0]) == len(got[1]) == len(expected)  # each rank its half of each of 2 epochs
     assert sorted(got[0] + got[1]) == sorted(expected * 2)
