@@ -118,11 +118,11 @@ class LaunchPlan(NamedTuple):
     pipes: tuple[PipeAssignment, ...]  # which FIFOs the program (each rank) reads
     demux: tuple[tuple[str, ...], ...]  # demultiplexer processes this host runs beside the ranks
     monitor: tuple[str, ...]  # the system monitor's command; empty when switched off
-    emulated: tuple[str, ...] = ()  # File channels streamed as Pipe mode from their files (plan.localmode)
-    feeder: tuple[str, ...] = ()  # the local feeder's command for them; empty without any
-    checkpoint_dir: Optional[Path] = None
-    restore_checkpoints_from: Optional[Path] = None  # the `checkpoints` channel, copied into an empty checkpoint_dir
-    keep_checkpoints_in: Optional[Path] = None  # local mode: where the checkpoint folder goes at the end (run.carry)
+    emulated: tuple[str, ...]  # File channels streamed as Pipe mode from their files (plan.localmode)
+    feeder: tuple[str, ...]  # the local feeder's command for them; empty without any
+    checkpoint_dir: Path
+    restore_checkpoints_from: Optional[Path]  # the `checkpoints` channel, copied into an empty checkpoint_dir
+    keep_checkpoints_in: Optional[Path]  # local mode: where the checkpoint folder goes at the end (run.carry)
 
     def child_env(self, inherited: Mapping[str, str]) -> dict[str, str]:
         """The program's environment (mpirun's, on the master): what `train` inherited without the

@@ -77,10 +77,8 @@ def feeder_command(config: TrainingConfig, channels: tuple[str, ...], python: st
     return (python, "-m", "smtrain.data.feeder", "--base", str(config.paths.base), "--emulate", *sources)
 
 
-def describe(channels: tuple[str, ...]) -> Optional[str]:
-    """The log line that says Pipe mode is emulated, or None."""
-    if not channels:
-        return None
+def describe(channels: tuple[str, ...]) -> str:
+    """The log line that says Pipe mode is emulated for `channels`."""
     return (f"Pipe mode emulated for channel{'s' if len(channels) > 1 else ''} {', '.join(channels)}: their files "
             "are streamed through FIFOs as SageMaker's Pipe mode would (local mode delivers File mode)")
 

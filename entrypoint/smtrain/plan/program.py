@@ -47,11 +47,10 @@ def plan_program(spec: Optional[ProgramSpec], code_dir: Path, args: Sequence[str
     assert program_dir is not None
     path = program_dir / spec.entry_point
     if spec.shell_command:  # as ModelTrainer runs it: in the code folder, hyperparameters only in SM_HPS
-        return ProgramLaunch(program_dir=program_dir, program_path=program_dir,
-                             argv=("/bin/bash", "-c", spec.entry_point), source=source,
-                             fetch_from=None if source is CodeSource.LOCAL_DIR else spec.submit_dir)
-    if spec.entry_point.endswith(".py"):
-        command: tuple[str, ...] = (python, str(path))
+        path, args = program_dir, ()
+        command: tuple[str, ...] = ("/bin/bash", "-c", spec.entry_point)
+    elif spec.entry_point.endswith(".py"):
+        command = (python, str(path))
     elif spec.entry_point.endswith(".sh"):
         command = ("/bin/bash", str(path))
     else:

@@ -41,8 +41,7 @@ def prepare(plan: LaunchPlan, python: str) -> None:
     if plan.requirements and plan.requirements.is_file():
         install_requirements(python, plan.requirements)
     check_program(plan.program)
-    if plan.checkpoint_dir is not None:
-        restore_checkpoints(plan.restore_checkpoints_from, plan.checkpoint_dir)
+    restore_checkpoints(plan.restore_checkpoints_from, plan.checkpoint_dir)
 
 
 def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
@@ -82,7 +81,6 @@ class HostJob:
                 outcome = body(self)
         finally:
             end_descendants(self.waker, 2.0)  # whatever the job left behind: nothing outlives train
-            if self.plan.checkpoint_dir is not None:
-                keep_checkpoints(self.plan.checkpoint_dir, self.plan.keep_checkpoints_in)
+            keep_checkpoints(self.plan.checkpoint_dir, self.plan.keep_checkpoints_in)
         success = "the program succeeded" if self.plan.role is Role.SINGLE else "the job succeeded"
         return render(outcome, self.plan.failure_file, at_start, self.plan.success_file, success, redact)
