@@ -19,6 +19,7 @@ from smtrain import pipes
 from smtrain.data import demux
 from smtrain.data.demux import demux_epoch
 from smtrain.data.feeder import Feeder, channel_objects, epoch_order
+from smtrain.data.fifo import open_fifo
 from smtrain.plan.pipes import PipeChannel, assign_pipes
 from smtrain.wire.pipes import PipeMode, demux_folder, demux_prefix, rank_ended_marker
 from smtrain.data.records import RecordFormat, encode_recordio, encode_tfrecord
@@ -450,6 +451,49 @@ def test_feeder_command_feeds_until_sigterm_then_exits_cleanly(tmp_path: Path) -
             feeder.kill()
     assert feeder.returncode == 0, stderr.decode()
     assert not list(data.glob("train_*")), "a FIFO was left behind"
+
+
+def test_feeder_writes_the_moment_a_late_reader_opens(tmp_path: Path) -> None:
+    """The feeder waits in a blocking open, not in a poll that backs off: a reader that comes long
+    after the FIFO was made (a rank importing TensorFlow, an evaluation between epochs) gets data at
+    once. A poll backing off to 100 ms, as the feeder's did, gives a median wait of about 50 ms here."""
+    names = [f"c{i}" for i in range(5)]
+    for name in names:
+        _write_objects(tmp_path / "src" / name, ["o"], 10)
+    data = tmp_path / "data"
+    data.mkdir()
+    feeder = Feeder(data, {n: channel_objects(str(tmp_path / "src" / n)) for n in names}, {n: None for n in names},
+                    epochs=1).start()
+    time.sleep(2.0)  # long after every FIFO was made
+    waits = []
+    for name in names:
+        started = time.monotonic()
+        fd = open_fifo(str(data / f"{name}_0"), 10)  # returns once the writer has connected and written
+        waits.append(time.monotonic() - started)
+        while os.read(fd, 1 << 20):
+            pass
+        os.close(fd)
+    assert feeder.join(10)
+    assert sorted(waits)[len(waits) // 2] < 0.03, waits
+
+
+def test_stopping_the_feeder_wakes_a_writer_waiting_for_its_reader(tmp_path: Path) -> None:
+    """A channel nobody reads: its writer waits in `open`; stop ends it at once, also when it comes
+    before or right as the writer starts to wait, and no FIFO is left behind."""
+    _write_objects(tmp_path / "src", ["o"], 10)
+    fds_before = len(os.listdir("/proc/self/fd"))
+    for pause in [0.3] + [0.0] * 20:
+        data = tmp_path / f"data-{pause}"
+        data.mkdir(exist_ok=True)
+        feeder = Feeder(data, {"c": channel_objects(str(tmp_path / "src"))}, {"c": None}, epochs=2).start()
+        time.sleep(pause)
+        started = time.monotonic()
+        feeder.stop.set()
+        assert feeder.join(5)
+        assert time.monotonic() - started < 2
+        assert feeder.fed["c"] == 0
+        assert not list(data.glob("c_*"))
+    assert len(os.listdir("/proc/self/fd")) == fds_before  # the stop's own readers were closed
 
 
 def test_uneven_records_never_leave_a_horovod_rank_waiting(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from smtrain.data.demux import BLOCK_BYTES, MAX_BLOCK, block_for, deal
+from smtrain.data.demux import BLOCK_BYTES, MAX_BLOCK, ROUND_BYTES, SAMPLE_RECORDS, block_for, deal
 from smtrain.data.frames import Frames
 
 
@@ -38,10 +38,32 @@ def test_each_rank_gets_its_blocks_in_order_covering_every_record_once(ranks: li
             assert (start, stop) == (spans[first][0], spans[first + block - 1][1])
 
 
-def test_blocks_are_about_block_bytes_of_records_and_at_least_one() -> None:
-    assert block_for(116) == BLOCK_BYTES // 116
-    assert block_for(100 * 1024 + 16) == 1
-    assert block_for(0) == MAX_BLOCK and block_for(1) == MAX_BLOCK
+def _sized(sizes: list[int]) -> Frames:
+    return _frames(_adjacent_spans(sizes))
+
+
+def test_blocks_are_about_block_bytes_of_records_of_the_first_records_mean_size() -> None:
+    assert block_for(_sized([116] * 100), 2) == block_for(_sized([116] * 100), 4) == BLOCK_BYTES // 116
+    # a small first record does not make blocks of thousands of large ones: the mean of the first 64
+    sizes = [20] + [1500] * 99
+    mean = sum(sizes[:SAMPLE_RECORDS]) / SAMPLE_RECORDS
+    assert block_for(_sized(sizes), 2) == int(BLOCK_BYTES // mean)
+    assert block_for(_sized([100 * 1024 + 16] * 3), 2) == 1  # one record is sample enough, and a block
+    assert block_for(_sized([16] * SAMPLE_RECORDS), 2) == MAX_BLOCK  # empty records: capped
+
+
+def test_the_block_waits_for_a_whole_sample_of_first_records() -> None:
+    assert block_for(_sized([116] * (SAMPLE_RECORDS - 1)), 2) == 0  # more records may come
+    assert block_for(_sized([40 * 1024, 20 * 1024]), 2) == 0  # and below BLOCK_BYTES so far
+    assert block_for(_sized([40 * 1024, 30 * 1024]), 2) == 1  # 70 KiB in two records: enough to judge
+    assert block_for(_sized([116] * SAMPLE_RECORDS), 2) == block_for(_sized([116] * 5 * SAMPLE_RECORDS), 2)
+
+
+def test_a_round_of_many_ranks_stays_within_round_bytes() -> None:
+    many = 4 * ROUND_BYTES // BLOCK_BYTES
+    assert block_for(_sized([116] * 100), many) == ROUND_BYTES // many // 116 < BLOCK_BYTES // 116
+    assert block_for(_sized([116] * 100), many) * 116 * many <= ROUND_BYTES
+    assert block_for(_sized([100 * 1024 + 16] * 2), many) == 1  # a record per rank, however large
 
 
 def test_only_the_first_count_records_are_dealt_the_rest_wait_for_the_next_round() -> None:

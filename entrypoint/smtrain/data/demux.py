@@ -13,9 +13,9 @@ every epoch. A channel that no rank reads is never opened (SageMaker's writer wa
 containers); one that one rank reads is passed to it byte for byte as it comes (`os.splice`: the
 speed of a direct read; that rank's reader checks the records); several readers are dealt records.
 Records are dealt in rounds: each rank gets a block of k consecutive records (k: about
-BLOCK_BYTES of records, fixed by the epoch's first record, so that the same stream is always dealt
-the same way - a count-based resume relies on it), passed on with one write per block rather than
-per record. Every rank gets the same number of records in an epoch: the last, unfinished round is
+BLOCK_BYTES of records, less where P blocks would pass ROUND_BYTES; fixed by the mean size of the
+epoch's first records and the number of readers, so that the same stream is always dealt the same
+way - a count-based resume relies on it), passed on with one write per rank per read of the source rather than per record. Every rank gets the same number of records in an epoch: the last, unfinished round is
 dealt in equal blocks of what is left, and the at most P-1 records left then are dropped and reported
 (a rank that took one more step than the others would leave them waiting in a collective
 operation; carrying them into the next epoch would break the count-based resume of a checkpoint). Records are passed on as framed, so each rank's reader still
@@ -50,13 +50,19 @@ from .fifo import PipeError, open_fifo
 from .fingerprints import Fingerprints, fingerprint
 from .records import CorruptRecord, Frames, RecordSplitter, payload, write_pieces, write_spans
 
-__all__ = ["BLOCK_BYTES", "F_SETPIPE_SZ", "MAX_BLOCK", "PIPE_SIZE", "EpochResult", "Span", "block_for",
+__all__ = ["BLOCK_BYTES", "F_SETPIPE_SZ", "MAX_BLOCK", "PIPE_SIZE", "ROUND_BYTES", "SAMPLE_RECORDS", "EpochResult", "Span", "block_for",
     "consumed_before_restart", "deal", "demux_epoch", "main", "run", "settle_readers"]
 
 PIPE_SIZE = 1 << 20  # per rank: smooths out the dealing without holding much
 F_SETPIPE_SZ = 1031
-BLOCK_BYTES = 16 << 10  # records per rank per round: about this much (one write each)
+# Records per rank per round: about BLOCK_BYTES. Larger blocks mean fewer pieces to slice and pass
+# per read (one writev entry each): 64 KiB against 16 KiB took the demultiplexer of 100-byte records
+# to 4 readers from about 0.86x to 0.93-1.04x of one reader (benchmarks/bench_pipes.py). A round
+# (P blocks) stays within ROUND_BYTES: an unfinished round waits in the demultiplexer's buffer.
+BLOCK_BYTES = 64 << 10
+ROUND_BYTES = 1 << 20
 MAX_BLOCK = 4096
+SAMPLE_RECORDS = 64  # the first records of an epoch, whose mean size sets its block
 
 Span = tuple[int, int]
 
@@ -120,9 +126,19 @@ def _enlarge(fd: int) -> None:
         pass  # above the system's pipe-max-size: the default size still works
 
 
-def block_for(first_record_bytes: int) -> int:
-    """Records per rank per round, from the epoch's first (framed) record: about BLOCK_BYTES."""
-    return max(1, min(MAX_BLOCK, BLOCK_BYTES // max(first_record_bytes, 1)))
+def block_for(first: Frames, ranks: int) -> int:
+    """Records per rank per round, from the epoch's first records (`first`, framed) and the number of
+    readers: about BLOCK_BYTES of records of their mean size, or ROUND_BYTES / ranks where that is less.
+    The mean is over the first SAMPLE_RECORDS records, or fewer where they reach BLOCK_BYTES first
+    (one record where it is that large); 0 while `first` holds fewer than that."""
+    taken = 0
+    while taken < SAMPLE_RECORDS and (not taken or first.stops[taken - 1] - first.start < BLOCK_BYTES):
+        if taken == first.count:
+            return 0
+        taken += 1
+    sample_bytes = max(first.stops[taken - 1] - first.start, 1)
+    wanted = min(BLOCK_BYTES, ROUND_BYTES // max(ranks, 1))
+    return max(1, min(MAX_BLOCK, wanted * taken // sample_bytes))
 
 
 def deal(frames: Frames, count: int, ranks: Sequence[int], block: int) -> dict[int, list[Span]]:
@@ -210,8 +226,8 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
                 found = splitter.frames()
                 if not found.count:
                     continue
-                block = block or block_for(found.stops[0] - found.start)
-                whole = found.count - found.count % (block * len(live))  # whole rounds only
+                block = block or block_for(found, len(live))
+                whole = found.count - found.count % (block * len(live)) if block else 0  # whole rounds only
                 if whole < found.count:
                     splitter.rewind(found.start_of(whole))  # an unfinished round waits for more records
                 if whole:

@@ -32,6 +32,7 @@ from ..config.load import load_config
 from ..config.model import InputMode
 from ..common.console import log, set_prefix
 from ..errors import ConfigError
+from .fifo import WriterStop
 
 __all__ = ["SPLICE_CHUNK", "Feeder", "channel_objects", "epoch_order", "feed_channel", "host_share", "main"]
 
@@ -73,24 +74,6 @@ def epoch_order(objects: Sequence[Path], seed: Optional[int], epoch: int) -> lis
     return order
 
 
-def _open_writer(path: Path, stop: threading.Event) -> Optional[int]:
-    """Open a FIFO for writing once a reader has opened it (None if stopped first). It looks every
-    5 ms at first, then less often, up to every 100 ms (a channel that nobody reads costs little)."""
-    wait = 0.005
-    while not stop.is_set():
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-        except OSError as e:
-            if e.errno != errno.ENXIO:  # ENXIO: no reader yet
-                raise
-            stop.wait(wait)
-            wait = min(0.1, wait * 1.1)
-            continue
-        os.set_blocking(fd, True)
-        return fd
-    return None
-
-
 def _stream(obj: Path, fd: int) -> None:
     with open(obj, "rb") as f:
         try:
@@ -104,15 +87,16 @@ def _stream(obj: Path, fd: int) -> None:
 
 
 def feed_channel(data_dir: Path, channel: str, objects: Sequence[Path], seed: Optional[int],
-                 epochs: Optional[int], stop: threading.Event) -> int:
-    """Feed `epochs` epochs (None: until stopped); returns how many were fed completely."""
+                 epochs: Optional[int], stop: WriterStop) -> int:
+    """Feed `epochs` epochs (None: until stopped); returns how many were fed completely. Each FIFO is
+    written from the moment its reader opens it."""
     epoch = 0
     while epochs is None or epoch < epochs:
         path = data_dir / f"{channel}_{epoch}"
         path.unlink(missing_ok=True)
         os.mkfifo(path)
         try:
-            fd = _open_writer(path, stop)
+            fd = stop.open_writer(path)
             if fd is None:
                 return epoch
             try:
@@ -133,7 +117,7 @@ class Feeder:
 
     def __init__(self, data_dir: Path, sources: dict[str, list[Path]], seeds: dict[str, Optional[int]],
                  epochs: Optional[int]) -> None:
-        self.stop = threading.Event()
+        self.stop = WriterStop()
         self.fed: dict[str, int] = {}
         self._errors: list[BaseException] = []
         self._threads = [

@@ -1,12 +1,16 @@
-"""Opening a Pipe-mode FIFO for reading, bounded in time (a FIFO's open blocks until its writer comes)."""
+"""Opening a Pipe-mode FIFO: for reading, bounded in time (a FIFO's open blocks until its writer comes);
+for writing, as soon as a reader comes, until stopped (WriterStop)."""
 from __future__ import annotations
 
 import fcntl
 import os
 import select
+import threading
 import time
+from pathlib import Path
+from typing import Optional
 
-__all__ = ["PipeError", "open_fifo"]
+__all__ = ["PipeError", "WriterStop", "open_fifo"]
 
 
 class PipeError(RuntimeError):
@@ -34,3 +38,50 @@ def open_fifo(path: str, timeout: float) -> int:
         os.close(fd)
         raise
     return fd
+
+
+class WriterStop:
+    """A stop flag for threads that open FIFOs for writing, which wakes the ones waiting in `open`.
+
+    A writer's blocking open returns the moment a reader opens the FIFO: no polling, so no reader
+    waits on a poll interval, however long it came after the writer (a rank that imports TensorFlow
+    for seconds, an evaluation between epochs). `set()` ends the waits by opening each waited-on FIFO
+    for reading itself, and holds it open until that writer's open has returned: a writer that
+    registered just before `set()` and is only about to call `open` still finds a reader there."""
+
+    def __init__(self) -> None:
+        self._set = False
+        self._lock = threading.Lock()
+        self._waiting: set[Path] = set()
+        self._wakers: dict[Path, int] = {}
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        with self._lock:
+            self._set = True
+            for path in self._waiting - set(self._wakers):
+                try:
+                    self._wakers[path] = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+                except OSError:
+                    pass  # gone: nobody can be waiting in its open
+
+    def open_writer(self, path: Path) -> Optional[int]:
+        """`path` opened for writing (blocking) once a reader has opened it; None once stopped."""
+        with self._lock:
+            if self._set:
+                return None
+            self._waiting.add(path)
+        try:
+            fd = os.open(path, os.O_WRONLY)
+        finally:
+            with self._lock:
+                self._waiting.discard(path)
+                waker = self._wakers.pop(path, None)
+            if waker is not None:
+                os.close(waker)
+        if self._set:
+            os.close(fd)
+            return None
+        return fd
