@@ -15,9 +15,10 @@ speed of a direct read; that rank's reader checks the records); several readers 
 Records are dealt in rounds: each rank gets a block of k consecutive records (k: about
 BLOCK_BYTES of records, less where P blocks would pass ROUND_BYTES; fixed by the mean size of the
 epoch's first records and the number of readers, so that the same stream is always dealt the same
-way - a count-based resume relies on it), passed on with one write per rank per read of the source rather than per record. Every rank gets the same number of records in an epoch: the last, unfinished round is
-dealt in equal blocks of what is left, and the at most P-1 records left then are dropped and reported
-(a rank that took one more step than the others would leave them waiting in a collective
+way - a count-based resume relies on it), passed on with one write per rank per read of the source
+rather than per record. Every rank gets the same number of records in an epoch: the last,
+unfinished round is dealt in equal blocks of what is left, and the at most P-1 records left then
+are dropped and reported (a rank that took one more step than the others would leave them waiting in a collective
 operation; carrying them into the next epoch would break the count-based resume of a checkpoint). Records are passed on as framed, so each rank's reader still
 checks their CRCs. Writes block when a rank's pipe is full (back-pressure, no unbounded buffer);
 every rank's FIFO is closed at the end of each epoch; a rank that never opens its FIFO, or dies,
@@ -131,11 +132,13 @@ def block_for(first: Frames, ranks: int) -> int:
     readers: about BLOCK_BYTES of records of their mean size, or ROUND_BYTES / ranks where that is less.
     The mean is over the first SAMPLE_RECORDS records, or fewer where they reach BLOCK_BYTES first
     (one record where it is that large); 0 while `first` holds fewer than that."""
-    taken = 0
-    while taken < SAMPLE_RECORDS and (not taken or first.stops[taken - 1] - first.start < BLOCK_BYTES):
-        if taken == first.count:
+    taken = SAMPLE_RECORDS
+    for n in range(1, SAMPLE_RECORDS + 1):
+        if n > first.count:
             return 0
-        taken += 1
+        if first.stops[n - 1] - first.start >= BLOCK_BYTES:
+            taken = n
+            break
     sample_bytes = max(first.stops[taken - 1] - first.start, 1)
     wanted = min(BLOCK_BYTES, ROUND_BYTES // max(ranks, 1))
     return max(1, min(MAX_BLOCK, wanted * taken // sample_bytes))
