@@ -2,8 +2,10 @@
 through the real `train` (single-host MPI), and the rules that assign FIFOs to ranks."""
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -22,7 +24,9 @@ from smtrain.data.feeder import Feeder, channel_objects, epoch_order
 from smtrain.data.fifo import open_fifo
 from smtrain.plan.pipes import PipeChannel, assign_pipes
 from smtrain.wire.pipes import PipeMode, demux_folder, demux_prefix, rank_ended_marker
+from smtrain.data.frames import Frames
 from smtrain.data.records import RecordFormat, encode_recordio, encode_tfrecord
+from smtrain.data.spliced import SplicedSource
 from tests.support import make_tree, run_train
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
@@ -382,6 +386,99 @@ def test_demultiplexer_deals_a_last_line_without_a_newline_like_the_readers(tmp_
         reader.join(10)
     assert result.records == {0: 4, 1: 4} and result.left_over == 0
     assert sorted(got[0] + got[1]) == sorted(records) and records[-1] in got[0] + got[1]
+
+
+_ENCODE = {RecordFormat.TFRECORD: encode_tfrecord, RecordFormat.RECORDIO: encode_recordio,
+           RecordFormat.LINES: lambda r: r + b"\n"}
+
+
+def _planned_deal(records: list[bytes], fmt: RecordFormat, ranks: int) -> list[list[bytes]]:
+    """What each rank must get, from the dealing plan alone (block_for, whole rounds, the last round
+    in equal blocks): the oracle for the bytes that the demultiplexer moves however it moves them."""
+    stops = list(itertools.accumulate(len(_ENCODE[fmt](r)) for r in records))
+    block = demux.block_for(Frames(0, stops, len(stops)), ranks)
+    got: list[list[bytes]] = [[] for _ in range(ranks)]
+    whole = len(records) - len(records) % (block * ranks)
+    for start in range(0, whole, block * ranks):
+        for r in range(ranks):
+            got[r] += records[start + r * block:start + (r + 1) * block]
+    share = (len(records) - whole) // ranks
+    for r in range(ranks):
+        got[r] += records[whole + r * share:whole + (r + 1) * share]
+    return got
+
+
+def _deal_stream(tmp_path: Path, stream: bytes, fmt: RecordFormat, ranks: int, seed: int) -> tuple[list[list[bytes]], demux.EpochResult]:
+    """`stream` written into the source FIFO in seeded random pieces of 1 byte to 300 KiB, some after a
+    pause (so that records and rounds straddle what the demultiplexer sees at once), dealt to `ranks`
+    reader threads: what each got, and the result."""
+    data = tmp_path / "data"
+    data.mkdir()
+    targets = {r: data / f"r{r}_0" for r in range(ranks)}
+    for t in [*targets.values(), data / "c_0"]:
+        os.mkfifo(t)
+    rng = random.Random(seed)
+
+    def write() -> None:
+        fd = os.open(data / "c_0", os.O_WRONLY)
+        at = 0
+        while at < len(stream):
+            piece = rng.choice([1, 7, 100, 4096, 65536, 300 << 10, rng.randrange(1, 300 << 10)])
+            if rng.random() < 0.05:
+                time.sleep(0.002)
+            at += os.write(fd, stream[at:at + piece])
+        os.close(fd)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    got: list[list[bytes]] = [[] for _ in range(ranks)]
+    readers = [_rank_reader(data, rank, got[rank], fmt) for rank in range(ranks)]
+    result = demux_epoch(data / "c_0", targets, fmt, rank_wait_s=5.0, source_wait_s=10)
+    for thread in [writer, *readers]:
+        thread.join(30)
+        assert not thread.is_alive()
+    return got, result
+
+
+@pytest.mark.parametrize("fmt", list(RecordFormat))
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_demultiplexer_deals_by_plan_however_the_source_is_written(tmp_path: Path, fmt: RecordFormat, ranks: int) -> None:
+    """Dealt blocks move from the source to the ranks in the kernel (tee, splice; an unfinished round
+    waits in a carry pipe): each rank must still get exactly its planned records, in order."""
+    rng = random.Random(ranks)
+    records = [bytes(rng.choice(b"abcdefgh") for _ in range(rng.choice([0, 3, 90, 700, 5000, 40000])))
+               for _ in range(1500)]
+    got, result = _deal_stream(tmp_path, b"".join(_ENCODE[fmt](r) for r in records), fmt, ranks, seed=ranks)
+    planned = _planned_deal(records, fmt, ranks)
+    assert [len(g) for g in got] == [len(p) for p in planned]
+    assert got == planned
+    assert result.records == {r: len(planned[r]) for r in range(ranks)} and result.left_over == len(records) % ranks
+
+
+def test_demultiplexer_copies_once_an_unfinished_round_outgrows_its_carry_pipe(tmp_path: Path, capfd) -> None:
+    """Rounds of 4 records of 900 KiB (3.6 MB) cannot wait in a 1-MiB carry pipe: the demultiplexer
+    goes on reading and writing the bytes, and every rank still gets its planned records."""
+    records = [bytes([65 + i]) * (900 << 10) for i in range(14)]
+    got, result = _deal_stream(tmp_path, b"".join(encode_tfrecord(r) for r in records), RecordFormat.TFRECORD, 4, seed=1)
+    assert got == _planned_deal(records, RecordFormat.TFRECORD, 4)
+    assert result.records == {r: 3 for r in range(4)} and result.left_over == 2
+    assert "larger than the carry pipe; copying from here on" in capfd.readouterr().err
+
+
+def test_a_source_that_is_not_a_pipe_is_read_and_written(tmp_path: Path) -> None:
+    """tee and splice need pipes: for anything else the demultiplexer keeps the plain path."""
+    (tmp_path / "f").write_bytes(b"x")
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        assert SplicedSource.open(fd, demux.PIPE_SIZE) is None
+    finally:
+        os.close(fd)
+    r, w = os.pipe()
+    spliced = SplicedSource.open(r, demux.PIPE_SIZE)
+    assert spliced is not None
+    spliced.close()
+    os.close(r)
+    os.close(w)
 
 
 def test_demultiplexer_survives_a_rank_that_goes_away(tmp_path: Path) -> None:

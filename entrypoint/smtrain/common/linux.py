@@ -1,13 +1,15 @@
-"""The few Linux process facilities the supervisor needs that Python's os module lacks."""
+"""The few Linux facilities smtrain needs that Python's os module lacks: the supervisor's process
+control, and tee(2) for the Pipe-mode demultiplexer."""
 from __future__ import annotations
 
 import ctypes
+import errno
 import functools
 import os
 from typing import Collection
 
 __all__ = ["PR_SET_CHILD_SUBREAPER", "PR_SET_PDEATHSIG", "alive", "become_subreaper", "children_of", "command_name",
-    "descendants_of", "set_parent_death_signal"]
+    "descendants_of", "set_parent_death_signal", "tee"]
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -22,6 +24,27 @@ def _prctl(option: int, value: int) -> None:
     if _libc().prctl(option, value, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, os.strerror(err))
+
+
+@functools.lru_cache(maxsize=1)
+def _tee() -> ctypes._CFuncPtr:  # type: ignore[name-defined]
+    function = _libc().tee
+    function.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_uint]
+    function.restype = ctypes.c_ssize_t
+    return function
+
+
+def tee(fd_in: int, fd_out: int, length: int, flags: int = 0) -> int:
+    """Duplicate up to `length` bytes at the head of pipe `fd_in` into pipe `fd_out` without consuming
+    them (tee(2): page references, no copy); 0 when `fd_in` is empty and has no writer. Blocks while
+    `fd_in` is empty, unless `flags` has os.SPLICE_F_NONBLOCK."""
+    while True:
+        copied = _tee()(fd_in, fd_out, length, flags)
+        if copied >= 0:
+            return copied
+        err = ctypes.get_errno()
+        if err != errno.EINTR:
+            raise OSError(err, os.strerror(err))
 
 
 def become_subreaper() -> None:

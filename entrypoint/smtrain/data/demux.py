@@ -12,17 +12,20 @@ late is waited for, not taken for one that never reads. The readers of epoch 0 a
 every epoch. A channel that no rank reads is never opened (SageMaker's writer waits, as in its own
 containers); one that one rank reads is passed to it byte for byte as it comes (`os.splice`: the
 speed of a direct read; that rank's reader checks the records); several readers are dealt records.
-Records are dealt in rounds: each rank gets a block of k consecutive records (k: about
-BLOCK_BYTES of records, less where P blocks would pass ROUND_BYTES; fixed by the mean size of the
-epoch's first records and the number of readers, so that the same stream is always dealt the same
-way - a count-based resume relies on it), passed on with one write per rank per read of the source
-rather than per record. Every rank gets the same number of records in an epoch: the last,
-unfinished round is dealt in equal blocks of what is left, and the at most P-1 records left then
-are dropped and reported (a rank that took one more step than the others would leave them waiting in a collective
-operation; carrying them into the next epoch would break the count-based resume of a checkpoint). Records are passed on as framed, so each rank's reader still
-checks their CRCs. Writes block when a rank's pipe is full (back-pressure, no unbounded buffer);
-every rank's FIFO is closed at the end of each epoch; a rank that never opens its FIFO, or dies,
-is dropped after a bounded wait instead of hanging the others.
+Records are dealt in rounds: each rank gets a block of k consecutive records (k: about BLOCK_BYTES
+of records, less where P blocks would pass ROUND_BYTES; fixed by the mean size of the epoch's first
+records and the number of readers, so that the same stream is always dealt the same way - a
+count-based resume relies on it). The blocks move from the source to the ranks' FIFOs in the kernel:
+the demultiplexer tees the source to look at the records, and splices each block on
+(smtrain.data.spliced; the one copy it makes is the one it reads), else, where that cannot be, it
+writes them with one write per rank per read of the source. Every rank gets the same number of
+records in an epoch: the last, unfinished round is dealt in equal blocks of what is left, and the at
+most P-1 records left then are dropped and reported (a rank that took one more step than the others
+would leave them waiting in a collective operation; carrying them into the next epoch would break
+the count-based resume of a checkpoint). Records are passed on as framed, so each rank's reader
+still checks their CRCs. Passing blocks waits while a rank's pipe is full (back-pressure, no
+unbounded buffer); every rank's FIFO is closed at the end of each epoch; a rank that never opens its
+FIFO, or dies, is dropped after a bounded wait instead of hanging the others.
 
 A channel with a ShuffleConfig is started with `--resume-from <checkpoint dir> --first-rank N`: after
 a restart, FIFO 0 comes in another order than the interrupted epoch, so before dealing it the
@@ -50,6 +53,7 @@ from .checkpoint_folder import CheckpointFolder
 from .fifo import PipeError, open_fifo
 from .fingerprints import Fingerprints, fingerprint
 from .records import CorruptRecord, Frames, RecordSplitter, payload, write_pieces, write_spans
+from .spliced import SplicedSource
 
 __all__ = ["BLOCK_BYTES", "F_SETPIPE_SZ", "MAX_BLOCK", "PIPE_SIZE", "ROUND_BYTES", "SAMPLE_RECORDS", "EpochResult", "Span", "block_for",
     "consumed_before_restart", "deal", "demux_epoch", "main", "run", "settle_readers"]
@@ -182,23 +186,56 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
     if len(live) == 1 and drop is None:
         return _pass_through(src, live[0], fds, targets[live[0]].name)
     splitter = RecordSplitter(fmt, check_crc=False)  # the ranks check CRCs; here only framing matters
+    # Dealt blocks move from the source to the ranks' FIFOs in the kernel (smtrain.data.spliced) where
+    # the source is a pipe; a resumed shuffled epoch, which leaves records out, writes what it keeps.
+    spliced = SplicedSource.open(src, PIPE_SIZE) if drop is None else None
     block = 0
     left_over = 0
+
+    def fill() -> int:
+        if spliced is None:
+            return splitter.fill_from(src)
+        filled = spliced.fill(splitter)
+        if not filled:
+            unsplice()  # the end: the last round is dealt from the buffer
+        return filled
+
+    def unsplice() -> None:
+        """From here on, the plain path: the source read, the ranks written."""
+        nonlocal spliced
+        if spliced is not None:
+            spliced.release()
+            spliced = None
+
+    def drop_rank(rank: int) -> None:
+        log(f"{targets[rank].name}: rank {rank} went away; dropping it")
+        os.close(fds[rank])  # type: ignore[arg-type]
+        fds[rank] = None
+        live.remove(rank)
 
     def write(rank: int, pieces: list) -> None:
         try:
             write_pieces(fds[rank], pieces)  # type: ignore[arg-type]
         except BrokenPipeError:
-            log(f"{targets[rank].name}: rank {rank} went away; dropping it")
-            os.close(fds[rank])  # type: ignore[arg-type]
-            fds[rank] = None
-            live.remove(rank)
+            drop_rank(rank)
 
     def send(found: Frames, count: int, block: int) -> None:
+        dealt = deal(found, count, list(live), block)
+        for rank, spans in dealt.items():
+            counts[rank] += block * len(spans)
+        if spliced is not None:  # in the stream's order: round after round
+            for spans in zip(*dealt.values()):
+                for rank, (a, b) in zip(dealt, spans):
+                    fd = fds[rank]
+                    left = spliced.move(spliced.devnull if fd is None else fd, b - a)
+                    if left:
+                        drop_rank(rank)
+                        spliced.move(spliced.devnull, left)
+            return
         with splitter.view() as view:
-            for rank, spans in deal(found, count, list(live), block).items():
-                counts[rank] += block * len(spans)
-                write(rank, [view[a:b] for a, b in spans])
+            for rank, spans in dealt.items():
+                if fds[rank] is not None:
+                    write(rank, [view[a:b] for a, b in spans])
 
     def send_kept(found: Sequence[Span], carry: list[bytes]) -> list[bytes]:
         """The records of `found` not in `drop`, after `carry`, dealt one by one in whole rounds;
@@ -225,18 +262,21 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
             splitter.end_last_line()
             left_over = len(send_kept(splitter.frame_spans(), carry)) if live else 0
         else:
-            while live and splitter.fill_from(src):
+            while live and fill():
                 found = splitter.frames()
-                if not found.count:
-                    continue
-                block = block or block_for(found, len(live))
-                whole = found.count - found.count % (block * len(live)) if block else 0  # whole rounds only
-                if whole < found.count:
-                    splitter.rewind(found.start_of(whole))  # an unfinished round waits for more records
-                if whole:
-                    send(found, whole, block)
+                if found.count:
+                    block = block or block_for(found, len(live))
+                    whole = found.count - found.count % (block * len(live)) if block else 0  # whole rounds only
+                    if whole < found.count:
+                        splitter.rewind(found.start_of(whole))  # an unfinished round waits for more records
+                    if whole:
+                        send(found, whole, block)
+                if spliced is not None and not spliced.hold():
+                    log(f"{source}: an unfinished round is larger than the carry pipe; copying from here on")
+                    unsplice()
                 if splitter.failed:  # no more whole records will come: the rest goes to a rank below
                     break
+            unsplice()
             splitter.end_last_line()
             rest = splitter.frames() if live else Frames(0, [], 0)
             share = rest.count // len(live) if live else 0
@@ -255,6 +295,8 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
                 except BrokenPipeError:
                     pass
     finally:
+        if spliced is not None:
+            spliced.close()
         os.close(src)
         for fd in fds.values():
             if fd is not None:
