@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import fcntl
 import itertools
 import os
 import sys
@@ -50,20 +49,20 @@ from ..common.console import log, set_prefix
 from ..wire.pipes import demux_folder, demux_prefix, rank_ended_marker
 from ..wire.records import RecordFormat
 from .checkpoint_folder import CheckpointFolder
-from .fifo import PipeError, open_fifo
+from .fifo import PipeError, open_fifo, set_pipe_size
 from .fingerprints import Fingerprints, fingerprint
 from .records import CorruptRecord, Frames, RecordSplitter, payload, write_pieces, write_spans
 from .spliced import SplicedSource
 
-__all__ = ["BLOCK_BYTES", "F_SETPIPE_SZ", "MAX_BLOCK", "PIPE_SIZE", "ROUND_BYTES", "SAMPLE_RECORDS", "EpochResult", "Span", "block_for",
+__all__ = ["BLOCK_BYTES", "MAX_BLOCK", "PIPE_SIZE", "ROUND_BYTES", "SAMPLE_RECORDS", "EpochResult", "Span", "block_for",
     "consumed_before_restart", "deal", "demux_epoch", "main", "run", "settle_readers"]
 
 PIPE_SIZE = 1 << 20  # per rank: smooths out the dealing without holding much
-F_SETPIPE_SZ = 1031
 # Records per rank per round: about BLOCK_BYTES. Larger blocks mean fewer pieces to slice and pass
-# per read (one writev entry each): 64 KiB against 16 KiB took the demultiplexer of 100-byte records
+# per read (one splice, or writev entry, each): 64 KiB against 16 KiB took the demultiplexer of 100-byte records
 # to 4 readers from about 0.86x to 0.93-1.04x of one reader (benchmarks/bench_pipes.py). A round
-# (P blocks) stays within ROUND_BYTES: an unfinished round waits in the demultiplexer's buffer.
+# (P blocks) stays within ROUND_BYTES: an unfinished round waits in the demultiplexer's buffer (and
+# carry pipe, of PIPE_SIZE: smtrain.data.spliced).
 BLOCK_BYTES = 64 << 10
 ROUND_BYTES = 1 << 20
 MAX_BLOCK = 4096
@@ -88,7 +87,7 @@ def _try_open_target(path: Path) -> Optional[int]:
             raise
         return None
     os.set_blocking(fd, True)
-    _enlarge(fd)
+    set_pipe_size(fd, PIPE_SIZE)
     return fd
 
 
@@ -121,14 +120,6 @@ def settle_readers(targets: dict[int, Path], markers: dict[int, Path], poll_s: f
         if pending:
             time.sleep(poll_s)
     return opened
-
-
-def _enlarge(fd: int) -> None:
-    """A FIFO's buffer to PIPE_SIZE."""
-    try:
-        fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
-    except OSError:
-        pass  # above the system's pipe-max-size: the default size still works
 
 
 def block_for(first: Frames, ranks: int) -> int:
@@ -182,7 +173,7 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
             if fd is not None:
                 os.close(fd)
         raise
-    _enlarge(src)  # fewer, larger reads from the source: SageMaker's FIFO has the default 64 KiB
+    set_pipe_size(src, PIPE_SIZE)  # fewer, larger reads from the source: SageMaker's FIFO has the default 64 KiB
     if len(live) == 1 and drop is None:
         return _pass_through(src, live[0], fds, targets[live[0]].name)
     splitter = RecordSplitter(fmt, check_crc=False)  # the ranks check CRCs; here only framing matters

@@ -1,5 +1,5 @@
 """Opening a Pipe-mode FIFO: for reading, bounded in time (a FIFO's open blocks until its writer comes);
-for writing, as soon as a reader comes, until stopped (WriterStop)."""
+for writing, as soon as a reader comes, until stopped (WriterStop); a pipe's buffer size."""
 from __future__ import annotations
 
 import fcntl
@@ -10,7 +10,16 @@ import time
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["PipeError", "WriterStop", "open_fifo"]
+__all__ = ["PipeError", "WriterStop", "open_fifo", "set_pipe_size"]
+
+
+def set_pipe_size(fd: int, size: int) -> None:
+    """A pipe's buffer to `size` bytes where the system allows (above /proc/sys/fs/pipe-max-size it
+    needs CAP_SYS_RESOURCE); else it keeps its size, which still works, in smaller pieces."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, size)
+    except OSError:
+        pass
 
 
 class PipeError(RuntimeError):

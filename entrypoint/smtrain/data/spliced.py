@@ -14,17 +14,15 @@ last round, a corrupt stream, or a carry pipe too small for an unfinished round.
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
 from typing import Optional
 
 from ..common.linux import tee
+from .fifo import set_pipe_size
 from .records import RecordSplitter
 
 __all__ = ["SplicedSource"]
-
-F_SETPIPE_SZ = 1031
 
 
 class SplicedSource:
@@ -36,10 +34,14 @@ class SplicedSource:
         self.carried = 0  # bytes in the carry pipe (the head of the splitter's untaken bytes)
         self.ahead = 0  # bytes at the source's head that the splitter has too (after the carried ones)
         self._fds: list[int] = []
-        self.scratch_r, self.scratch_w = self._pipe()
-        self.carry_r, self.carry_w = self._pipe()
-        self.devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
-        self._fds.append(self.devnull)
+        try:
+            self.scratch_r, self.scratch_w = self._pipe()
+            self.carry_r, self.carry_w = self._pipe()
+            self.devnull = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+            self._fds.append(self.devnull)
+        except BaseException:
+            self.close()
+            raise
 
     @classmethod
     def open(cls, source: int, pipe_size: int) -> Optional["SplicedSource"]:
@@ -60,10 +62,7 @@ class SplicedSource:
     def _pipe(self) -> tuple[int, int]:
         r, w = os.pipe2(os.O_CLOEXEC)
         self._fds += [r, w]
-        try:
-            fcntl.fcntl(w, F_SETPIPE_SZ, self.pipe_size)
-        except OSError:
-            pass  # the default size: an unfinished round that does not fit ends the splicing (release)
+        set_pipe_size(w, self.pipe_size)  # at the default size, a round that outgrows it ends the splicing
         return r, w
 
     def fill(self, splitter: RecordSplitter) -> int:
