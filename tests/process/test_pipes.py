@@ -408,7 +408,8 @@ def _planned_deal(records: list[bytes], fmt: RecordFormat, ranks: int) -> list[l
     return got
 
 
-def _deal_stream(tmp_path: Path, stream: bytes, fmt: RecordFormat, ranks: int, seed: int) -> tuple[list[list[bytes]], demux.EpochResult]:
+def _deal_stream(tmp_path: Path, stream: bytes, fmt: RecordFormat, ranks: int,
+                 seed: int) -> tuple[list[list[bytes]], demux.EpochResult]:
     """`stream` written into the source FIFO in seeded random pieces of 1 byte to 300 KiB, some after a
     pause (so that records and rounds straddle what the demultiplexer sees at once), dealt to `ranks`
     reader threads: what each got, and the result."""
@@ -442,7 +443,8 @@ def _deal_stream(tmp_path: Path, stream: bytes, fmt: RecordFormat, ranks: int, s
 
 @pytest.mark.parametrize("fmt", list(RecordFormat))
 @pytest.mark.parametrize("ranks", [2, 3])
-def test_demultiplexer_deals_by_plan_however_the_source_is_written(tmp_path: Path, fmt: RecordFormat, ranks: int) -> None:
+def test_demultiplexer_deals_by_plan_however_the_source_is_written(tmp_path: Path, fmt: RecordFormat,
+                                                                  ranks: int) -> None:
     """Dealt blocks move from the source to the ranks in the kernel (tee, splice; an unfinished round
     waits in a carry pipe): each rank must still get exactly its planned records, in order."""
     rng = random.Random(ranks)
@@ -459,7 +461,8 @@ def test_demultiplexer_copies_once_an_unfinished_round_outgrows_its_carry_pipe(t
     """Rounds of 4 records of 900 KiB (3.6 MB) cannot wait in a 1-MiB carry pipe: the demultiplexer
     goes on reading and writing the bytes, and every rank still gets its planned records."""
     records = [bytes([65 + i]) * (900 << 10) for i in range(14)]
-    got, result = _deal_stream(tmp_path, b"".join(encode_tfrecord(r) for r in records), RecordFormat.TFRECORD, 4, seed=1)
+    stream = b"".join(encode_tfrecord(r) for r in records)
+    got, result = _deal_stream(tmp_path, stream, RecordFormat.TFRECORD, 4, seed=1)
     assert got == _planned_deal(records, RecordFormat.TFRECORD, 4)
     assert result.records == {r: 3 for r in range(4)} and result.left_over == 2
     assert "larger than the carry pipe; copying from here on" in capfd.readouterr().err

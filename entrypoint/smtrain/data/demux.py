@@ -59,8 +59,9 @@ __all__ = ["BLOCK_BYTES", "MAX_BLOCK", "PIPE_SIZE", "ROUND_BYTES", "SAMPLE_RECOR
 
 PIPE_SIZE = 1 << 20  # per rank: smooths out the dealing without holding much
 # Records per rank per round: about BLOCK_BYTES. Larger blocks mean fewer pieces to slice and pass
-# per read (one splice, or writev entry, each): 64 KiB against 16 KiB took the demultiplexer of 100-byte records
-# to 4 readers from about 0.86x to 0.93-1.04x of one reader (benchmarks/bench_pipes.py). A round
+# per read (one splice, or writev entry, each): 64 KiB against 16 KiB took the demultiplexer of
+# 100-byte records to 4 readers from about 0.86x to 0.93-1.04x of one reader (benchmarks/bench_pipes.py,
+# when it still copied the blocks; 128 and 256 KiB measured no faster once it spliced them). A round
 # (P blocks) stays within ROUND_BYTES: an unfinished round waits in the demultiplexer's buffer (and
 # carry pipe, of PIPE_SIZE: smtrain.data.spliced).
 BLOCK_BYTES = 64 << 10
