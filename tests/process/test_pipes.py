@@ -32,11 +32,14 @@ from tests.support import make_tree, run_train
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
 
 
+_ENCODE = {RecordFormat.TFRECORD: encode_tfrecord, RecordFormat.RECORDIO: encode_recordio,
+           RecordFormat.LINES: lambda r: r + b"\n"}
+
+
 def _write_objects(folder: Path, names: list[str], per_object: int, fmt: RecordFormat = RecordFormat.TFRECORD) -> list[bytes]:
     """Objects of records `<object>:<index>:<padding>`; returns all records in object order."""
     folder.mkdir(parents=True, exist_ok=True)
-    encode = {RecordFormat.TFRECORD: encode_tfrecord, RecordFormat.RECORDIO: encode_recordio,
-              RecordFormat.LINES: lambda r: r + b"\n"}[fmt]
+    encode = _ENCODE[fmt]
     records = []
     for name in names:
         recs = [f"{name}:{i}:".encode() + b"x" * (i * 13 % 3000) for i in range(per_object)]
@@ -386,10 +389,6 @@ def test_demultiplexer_deals_a_last_line_without_a_newline_like_the_readers(tmp_
         reader.join(10)
     assert result.records == {0: 4, 1: 4} and result.left_over == 0
     assert sorted(got[0] + got[1]) == sorted(records) and records[-1] in got[0] + got[1]
-
-
-_ENCODE = {RecordFormat.TFRECORD: encode_tfrecord, RecordFormat.RECORDIO: encode_recordio,
-           RecordFormat.LINES: lambda r: r + b"\n"}
 
 
 def _planned_deal(records: list[bytes], fmt: RecordFormat, ranks: int) -> list[list[bytes]]:

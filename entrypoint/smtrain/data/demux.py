@@ -185,12 +185,7 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
     left_over = 0
 
     def fill() -> int:
-        if spliced is None:
-            return splitter.fill_from(src)
-        filled = spliced.fill(splitter)
-        if not filled:
-            unsplice()  # the end: the last round is dealt from the buffer
-        return filled
+        return splitter.fill_from(src) if spliced is None else spliced.fill(splitter)
 
     def unsplice() -> None:
         """From here on, the plain path: the source read, the ranks written."""
@@ -226,8 +221,7 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
             return
         with splitter.view() as view:
             for rank, spans in dealt.items():
-                if fds[rank] is not None:
-                    write(rank, [view[a:b] for a, b in spans])
+                write(rank, [view[a:b] for a, b in spans])
 
     def send_kept(found: Sequence[Span], carry: list[bytes]) -> list[bytes]:
         """The records of `found` not in `drop`, after `carry`, dealt one by one in whole rounds;
@@ -268,7 +262,7 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
                     unsplice()
                 if splitter.failed:  # no more whole records will come: the rest goes to a rank below
                     break
-            unsplice()
+            unsplice()  # the end (or corruption): the last round is dealt from the buffer
             splitter.end_last_line()
             rest = splitter.frames() if live else Frames(0, [], 0)
             share = rest.count // len(live) if live else 0

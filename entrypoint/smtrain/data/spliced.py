@@ -66,8 +66,8 @@ class SplicedSource:
         return r, w
 
     def fill(self, splitter: RecordSplitter) -> int:
-        """Copy what the source holds beyond `ahead` into `splitter`, leaving it in the source; waits
-        for data; 0 at the end of the stream."""
+        """Copy what the source holds into `splitter`, leaving it in the source (`ahead`); waits for
+        data; 0 at the end of the stream (what is buffered then stays until release())."""
         assert self.ahead == 0, "hold() or release() the bytes of the last fill first"
         copied = tee(self.source, self.scratch_w, self.pipe_size)
         left = copied
