@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import tarfile
 import time
@@ -14,6 +15,8 @@ from typing import Any, Mapping, NamedTuple, Optional
 from tests.harness.docker_cluster import docker
 
 DRIVERS = Path(__file__).parent / "drivers"
+# docker-compose's prefix of a container's log line, colours and all: "\x1b[33malgo-2_1  |\x1b[0m text"
+COMPOSE_LINE = re.compile(r"^(?:\x1b\[[0-9;]*m)?(algo-\d+)\S*\s*\|(?:\x1b\[[0-9;]*m)? ?(.*)$")
 SDKS = {
     "v2": (Path("/opt/smtrain/sdk2/bin/python"), DRIVERS / "v2_estimator.py"),
     "v3": (Path("/opt/smtrain/sdk3/bin/python"), DRIVERS / "v3_modeltrainer.py"),
@@ -24,6 +27,24 @@ class SdkJob(NamedTuple):
     output: str  # what the SDK printed: the containers' logs, as its user sees them
     error: Optional[str]  # the exception the SDK raised, None when the job succeeded
     root: Path
+
+    def by_host(self) -> dict[str, list[str]]:
+        """Each container's log lines, in order, by host name (algo-1, algo-2, ...)."""
+        hosts: dict[str, list[str]] = {}
+        for line in self.output.splitlines():
+            match = COMPOSE_LINE.match(line)
+            if match:
+                hosts.setdefault(match[1], []).append(match[2])
+        return hosts
+
+    def report(self, lines: int = 60) -> str:
+        """For a failed assertion: the SDK's error and the last `lines` lines of every host's log,
+        host by host (docker-compose interleaves them, and one host's tail would hide the other's)."""
+        parts = [f"SDK error: {self.error}"]
+        for host, logged in sorted(self.by_host().items()):
+            parts.append(f"--- {host}, its last {min(lines, len(logged))} of {len(logged)} lines:")
+            parts.extend(logged[-lines:])
+        return "\n".join(parts) if len(parts) > 1 else f"{parts[0]}\n{self.output[-4000:]}"
 
     def artifact(self, name: str) -> Path:
         """model.tar.gz or output.tar.gz, where the SDK put it."""
