@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.conftest import PROGRAMS, feed_every_host, wait_for_files
+from tests.harness.logpipe import LogPipe
 
 TRAIN = [str(Path(sys.executable).parent / "train")]
 MPI = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2}
@@ -138,6 +139,35 @@ def test_a_worker_cut_off_then_killed_ends_the_job_on_every_host(make_cluster) -
     assert "algo-3" in (cluster.hosts[1].failure() or "")
     assert "nothing heard for 10 s" in cluster.hosts[0].stderr()
     assert cluster.hosts[0].leftovers() == [] and cluster.hosts[1].leftovers() == []
+
+
+@pytest.mark.parametrize("held,first_line", [("algo-2", "connecting to the master"), ("algo-1", "waiting up to")])
+def test_a_host_whose_log_stream_backs_up_stays_in_the_job(make_cluster, held: str, first_line: str) -> None:
+    """docker's log stream backs up when what reads it falls behind, and every write to stderr then
+    blocks. Heartbeats must not wait on the log: one host's stderr held full for 10 s from before
+    the job starts, with the heartbeat timeout at 3 s, costs the job nothing but the wait."""
+    cluster = make_cluster(2)
+    cluster.write_job({**MPI, "run-for": 12, "sagemaker_heartbeat_timeout_seconds": 3},
+                      program=PROGRAMS / "mpi_behaviour.py")
+    env = cluster.env(SM_PEER_WAIT_SECONDS="60")
+    log = LogPipe()
+    try:
+        cluster.host(held).start(TRAIN, env, stderr=log.write_fd)
+        assert log.wait_for(first_line, 30), log.text()
+        assert log.hold() > 0  # the other host is not up yet: every line from its hello on blocks
+        cluster.start(TRAIN, env, hosts=[h for h in cluster.hosts if h.name != held])
+        if held == "algo-2":  # the master starts the ranks meanwhile (its own log flows)
+            assert len(wait_for_files(cluster, "running-*", 4, 9)) == 4, cluster.hosts[0].stderr()[-2000:]
+        time.sleep(10)
+        log.release()
+        statuses = cluster.wait(60)
+    finally:
+        log.close()
+    held_log = log.text().replace("\n\n", "")
+    logs = {h.name: held_log if h.name == held else h.stderr()[-1500:] for h in cluster.hosts}
+    assert statuses == {"algo-1": 0, "algo-2": 0}, logs
+    assert "nothing heard" not in held_log and "the job succeeded" in held_log, logs
+    assert cluster.leftovers() == {}
 
 
 def test_master_dies_mid_job(make_cluster) -> None:

@@ -80,7 +80,9 @@ class Host:
         pid1 = self.pid1
         return _first_child(pid1) if pid1 is not None else None
 
-    def start(self, argv: Sequence[str], env: Mapping[str, str]) -> None:
+    def start(self, argv: Sequence[str], env: Mapping[str, str], stderr: Optional[int] = None) -> None:
+        """Run `argv` (train) as this host's PID 1's child; its stderr goes to the host's `stderr`
+        file, or to the file descriptor `stderr` (a test's pipe)."""
         # PID 1 is a minimal init (sh), as `docker run --init` gives: it runs train and, once train
         # has exited, lists what still lives in the host, so tests can tell that train left nothing.
         script = (
@@ -96,7 +98,8 @@ class Host:
             str(c.folder / "ssh" / "client"), str(self.folder / "leftovers"), *argv,
         ]  # fmt: skip
         self.proc = subprocess.Popen(
-            argv, env=dict(env), stdout=open(self.folder / "stdout", "wb"), stderr=open(self.folder / "stderr", "wb")
+            argv, env=dict(env), stdout=open(self.folder / "stdout", "wb"),
+            stderr=open(self.folder / "stderr", "wb") if stderr is None else stderr,
         )
         deadline = time.monotonic() + 10
         while self.train_pid is None and self.proc.poll() is None and time.monotonic() < deadline:

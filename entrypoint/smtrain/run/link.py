@@ -1,5 +1,10 @@
-"""A worker's side of the control channel: one thread reads the master's messages and sends heartbeats;
-whatever it learns wakes the role's main loop (`SignalWaker.post`).
+"""A worker's side of the control channel: one thread sends heartbeats and does nothing else, another
+reads the master's messages; whatever it learns wakes the role's main loop (`SignalWaker.post`).
+
+Why two threads: the reader logs what it hears, and a log line blocks for as long as the container's
+log stream is backed up (docker's reader falling behind). A heartbeat that waited on it would make a
+healthy worker look lost to the master. For the same reason the reader judges the master silent
+only after a look at the socket found nothing: time spent blocked in a log line is not silence.
 
 The master can stop this host's program at any time: `signal` (a shutdown signal it received:
 raised here as if this `train` had received it, so it is forwarded with the grace period), `abort`
@@ -41,6 +46,7 @@ class MasterLink:
         self.lost: Optional[str] = None  # how the master was lost
 
     def start(self) -> "MasterLink":
+        threading.Thread(target=self._beat, name="master-link-heartbeat", daemon=True).start()
         threading.Thread(target=self._run, name="master-link", daemon=True).start()
         return self
 
@@ -76,22 +82,26 @@ class MasterLink:
         what = f"lost the master {self._master} before the job ended ({self.lost}); stopping this host's ranks"
         return JobOutcome.failed(int(ExitCode.PEERS_UNREACHABLE), FailureKind.MASTER_LOST, what, host=self._master)
 
-    def _run(self) -> None:
-        last_heard, next_beat = time.monotonic(), 0.0
+    def _beat(self) -> None:
         while not self.over():
-            now = time.monotonic()
-            if now >= next_beat:
-                self.send(MessageType.HEARTBEAT)
-                next_beat = now + HEARTBEAT_S
-            if now - last_heard >= self._silence_s:
-                self._learn(lost=f"nothing heard for {self._silence_s:g} s")
-                return
-            if not self._client.readable(min(next_beat, last_heard + self._silence_s) - now):
+            self.send(MessageType.HEARTBEAT)
+            time.sleep(HEARTBEAT_S)
+
+    def _run(self) -> None:
+        last_heard = time.monotonic()
+        while not self.over():
+            if not self._client.readable(last_heard + self._silence_s - time.monotonic()):
+                if time.monotonic() - last_heard >= self._silence_s:
+                    self._learn(lost=f"nothing heard for {self._silence_s:g} s")
+                    return
                 continue
             try:
                 message = self._client.receive(timeout=0.5)
-            except (TimeoutError, ValueError):
+            except TimeoutError:  # part of a message: the rest is on its way, or the silence tells
                 continue
+            except ValueError:
+                self._learn(lost="it sent an over-long message")
+                return
             if message is None:
                 self._learn(lost="its connection closed")
                 return

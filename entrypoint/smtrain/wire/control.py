@@ -157,4 +157,5 @@ class ControlClient:
         return self._reader.read(timeout)
 
     def close(self) -> None:
-        self.sock.close()
+        with self._lock:  # not under a `send` in flight on another thread (the worker's heartbeats)
+            self.sock.close()
