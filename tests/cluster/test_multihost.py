@@ -155,10 +155,11 @@ def test_a_host_whose_log_stream_backs_up_stays_in_the_job(make_cluster, held: s
         cluster.host(held).start(TRAIN, env, stderr=log.write_fd)
         assert log.wait_for(first_line, 30), log.text()
         assert log.hold() > 0  # the other host is not up yet: every line from its hello on blocks
+        held_since = time.monotonic()
         cluster.start(TRAIN, env, hosts=[h for h in cluster.hosts if h.name != held])
         if held == "algo-2":  # the master starts the ranks meanwhile (its own log flows)
-            assert len(wait_for_files(cluster, "running-*", 4, 9)) == 4, cluster.hosts[0].stderr()[-2000:]
-        time.sleep(10)
+            assert len(wait_for_files(cluster, "running-*", 4, 30)) == 4, cluster.hosts[0].stderr()[-2000:]
+        time.sleep(max(0.0, held_since + 10 - time.monotonic()))
         log.release()
         statuses = cluster.wait(60)
     finally:
