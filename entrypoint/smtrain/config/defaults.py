@@ -3,7 +3,8 @@ from __future__ import annotations
 
 __all__ = ["ABORT_GRACE_S", "DEFAULT_BASE_DIR", "DEFAULT_CONTROL_PORT", "DEFAULT_GRACE_PERIOD_S",
     "DEFAULT_MONITOR_INTERVAL_MS", "DEFAULT_SSHD_CONFIG", "DEFAULT_SSHD_PORT", "DEFAULT_STALL_TIMEOUT_S",
-    "HEARTBEAT_S", "HEARTBEAT_TIMEOUT_S", "HELPER_STOP_S", "SSHD", "STACK_DUMP_WAIT_S", "default_peer_wait_s"]
+    "HEARTBEAT_S", "HEARTBEAT_TIMEOUT_S", "HELPER_STOP_S", "SSHD", "STACK_DUMP_WAIT_S", "STALL_EXIT_HOLD_S",
+    "default_peer_wait_s"]
 
 DEFAULT_BASE_DIR = "/opt/ml"
 # SageMaker stops a job 120 s after SIGTERM; leave the toolkit time to report after the grace period.
@@ -21,6 +22,9 @@ HEARTBEAT_TIMEOUT_S = 10.0  # both ways: sagemaker_heartbeat_timeout_seconds / S
 DEFAULT_STALL_TIMEOUT_S = 1800.0
 # After a stall, the ranks get SIGABRT (Python's faulthandler logs their stacks) and this long to die.
 STACK_DUMP_WAIT_S = 3.0
+# A rank launcher whose program dumped its stack holds its own exit this long (cut short by SIGTERM):
+# mpirun ends every rank once one exits non-zero, which would cut the other ranks' dumps short.
+STALL_EXIT_HOLD_S = 2.0
 # When the job must end at once (a host was lost), ranks get SIGTERM and this long before SIGKILL.
 ABORT_GRACE_S = 5.0
 # How long the toolkit's helper processes (monitor, demultiplexers, sshd, feeder) get between

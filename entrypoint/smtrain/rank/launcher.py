@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from ..common import console
-from ..common.signals import SignalWaker
-from ..config.defaults import DEFAULT_BASE_DIR, DEFAULT_GRACE_PERIOD_S
+from ..common.signals import SHUTDOWN_SIGNALS, SignalWaker
+from ..config.defaults import DEFAULT_BASE_DIR, DEFAULT_GRACE_PERIOD_S, STALL_EXIT_HOLD_S
 from ..config.secrets import Redactor
 from ..proc.progressfile import ProgressFile
 from ..proc.supervise import supervise
@@ -134,4 +134,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             term_signal=result.term_signal, shutdown_signal=result.shutdown_signal,
             killed_after_grace=result.killed_after_grace,
         ))
+    if progress_reporter is not None and progress_reporter.stall_dumped.is_set():
+        hold_exit(waker, STALL_EXIT_HOLD_S)
     return result.exit_code
+
+
+def hold_exit(waker: SignalWaker, hold_s: float) -> None:
+    """Stay up to `hold_s` (less after a shutdown signal: none): after a stall, this rank's exit
+    would make mpirun end the others before their faulthandlers have logged their stacks."""
+    deadline = time.monotonic() + hold_s
+    while (left := deadline - time.monotonic()) > 0:
+        if any(signum in SHUTDOWN_SIGNALS for signum in waker.wait(left)):
+            return

@@ -56,6 +56,7 @@ class ProgressReporter:
         self._contract, self._progress = contract, progress
         self._host, self._rank = env.get("SM_CURRENT_HOST", "?"), task_rank(env, contract)
         self._stopped = threading.Event()
+        self.stall_dumped = threading.Event()  # the master said the job stalled; SIGABRT sent
         self._waits = CollectiveWaits()
         self._waited: dict[int, float] = {}  # rank -> how long the others have waited for it, not yet sent
         self._check_s = 0.0  # the stall inspector's interval
@@ -117,5 +118,6 @@ class ProgressReporter:
             return False
         if message.type is MessageType.STALL:
             console.log("the job stalled: SIGABRT to the program, whose faulthandler logs its stack")
+            self.stall_dumped.set()
             dump_stacks()
         return True
