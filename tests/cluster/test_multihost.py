@@ -171,6 +171,33 @@ def test_a_host_whose_log_stream_backs_up_stays_in_the_job(make_cluster, held: s
     assert cluster.leftovers() == {}
 
 
+@pytest.mark.parametrize("starved,peer", [("algo-1", "the master algo-1"), ("algo-2", "worker algo-2")])
+def test_a_host_whose_train_gets_no_cpu_for_three_timeouts_stays_in_the_job(make_cluster, starved: str,
+                                                                             peer: str) -> None:
+    """Where hosts share a machine (SDK local mode), the kernel has left one container's every process
+    without CPU for over 10 s. Its train says nothing meanwhile, but its kernel still acknowledges the
+    other side's heartbeats: that host is not lost. SIGSTOP stands in for the starvation (its ranks
+    and sshd run on); the heartbeat timeout is 3 s, the train stopped for 9 s."""
+    cluster = make_cluster(2)
+    cluster.write_job({**MPI, "run-for": 20, "sagemaker_heartbeat_timeout_seconds": 3},
+                      program=PROGRAMS / "mpi_behaviour.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    assert len(wait_for_files(cluster, "running-*", 4, 60)) == 4, cluster.hosts[0].stderr()[-2000:]
+    host = cluster.host(starved)
+    host.signal(signal.SIGSTOP)
+    try:
+        time.sleep(9)
+    finally:
+        host.signal(signal.SIGCONT)
+    statuses = cluster.wait(60)
+    logs = {h.name: h.stderr()[-2000:] for h in cluster.hosts}
+    assert statuses == {"algo-1": 0, "algo-2": 0}, logs
+    other = next(h for h in cluster.hosts if h.name != starved).stderr()
+    assert f"{peer} has said nothing for 3 s, but its host acknowledges this host's heartbeats" in other, logs
+    assert f"{peer} speaks again after " in other and "nothing heard" not in other, logs
+    assert cluster.leftovers() == {}
+
+
 def test_master_dies_mid_job(make_cluster) -> None:
     cluster = _running_job(make_cluster)
     died = time.monotonic()

@@ -1,5 +1,6 @@
 """The master's side of the control channel on loopback: a worker that goes silent without closing
-its connection is lost after the heartbeat timeout; one that keeps beating is not."""
+its connection, its host still acknowledging, is lost after six times the heartbeat timeout; one that
+keeps beating is not. (A host that stops answering: tests/cluster, a cut cable.)"""
 from __future__ import annotations
 
 import socket
@@ -16,18 +17,27 @@ def _worker(port: int, host: str) -> socket.socket:
     return sock
 
 
-def test_a_silent_worker_is_lost_after_the_timeout_and_a_beating_one_is_not() -> None:
-    lost = threading.Event()
-    server = ControlServer("127.0.0.1", 0, "token", lambda m: None, heartbeat_timeout_s=1.5, on_lost=lost.set)
+def test_a_silent_worker_is_lost_at_six_times_the_timeout_while_its_host_answers_and_a_beating_one_never() -> None:
+    """The master heartbeats; both workers' kernels acknowledge them (loopback), but algo-2's side
+    never says a word, like a `train` that gets no CPU: it is waited for, said so, then lost."""
+    lost, logged = threading.Event(), []
+    server = ControlServer("127.0.0.1", 0, "token", logged.append, heartbeat_timeout_s=1.0, on_lost=lost.set)
     silent, beating = _worker(server.port, "algo-2"), _worker(server.port, "algo-3")
     try:
         assert server.wait_for_workers(["algo-2", "algo-3"], time.monotonic() + 5) == []
         started = time.monotonic()
-        while time.monotonic() - started < 3.5:  # algo-3 beats; algo-2 says nothing, keeps its socket open
+        server.start_heartbeat()
+        while not lost.is_set() and time.monotonic() - started < 15:  # algo-3 beats; algo-2 keeps its socket open
             beating.sendall(encode(MessageType.HEARTBEAT))
             time.sleep(0.3)
-        assert lost.is_set()
+            if time.monotonic() - started < 5:
+                assert not lost.is_set()  # 6 s at the earliest
+        took = time.monotonic() - started
+        assert lost.is_set() and 5.5 < took < 15, took
         assert server.lost_hosts() == ["algo-2"]
+        assert "worker algo-2 has said nothing for 1 s, but its host acknowledges this host's heartbeats" in "\n".join(logged)
+        assert "lost worker algo-2: nothing heard for 6 s, though its host still acknowledged" in "\n".join(logged)
+        assert not any("algo-3" in line for line in logged if "ready" not in line), logged
     finally:
         server.close()
         silent.close()

@@ -8,6 +8,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from ..config.defaults import HEARTBEAT_S, HEARTBEAT_TIMEOUT_S
 from ..wire.control import LineReader, Message, MessageType, encode
+from ..wire.liveness import PeerSilence, last_ack_age_s
 from ..wire.progress import Counts, InitPhase
 from ..wire.report import RankFailure, root_cause
 
@@ -217,20 +218,25 @@ class ControlServer:
 
     def _until_lost(self, reader: LineReader, host: str) -> str:
         """Read a worker's heartbeats (and `done`) until it goes away; how it went."""
+        silence = PeerSilence(self._heartbeat_timeout_s, f"worker {host}", self._log)
         while True:
             try:
-                message = reader.read(timeout=self._heartbeat_timeout_s)
-                if message is None:
-                    return "its connection closed"
-                if message.type is MessageType.DONE and isinstance(message.fields.get("status"), int):
-                    with self._lock:
-                        self._done[host] = message.fields["status"]
-                        self._lock.notify_all()
-                    self._on_news()
+                message = reader.read(timeout=silence.wait_s())
             except TimeoutError:
-                return f"nothing heard for {self._heartbeat_timeout_s:g} s"
+                lost = silence.check(last_ack_age_s(reader.sock))
+                if lost is not None:
+                    return lost
+                continue
             except ValueError:
                 return "it sent an over-long message"
+            if message is None:
+                return "its connection closed"
+            silence.heard()
+            if message.type is MessageType.DONE and isinstance(message.fields.get("status"), int):
+                with self._lock:
+                    self._done[host] = message.fields["status"]
+                    self._lock.notify_all()
+                self._on_news()
 
 
 def _counts(fields: Mapping[str, Any]) -> Optional[Counts]:

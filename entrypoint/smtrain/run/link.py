@@ -4,7 +4,8 @@ reads the master's messages; whatever it learns wakes the role's main loop (`Sig
 Why two threads: the reader logs what it hears, and a log line blocks for as long as the container's
 log stream is backed up (docker's reader falling behind). A heartbeat that waited on it would make a
 healthy worker look lost to the master. For the same reason the reader judges the master silent
-only after a look at the socket found nothing: time spent blocked in a log line is not silence.
+only after a look at the socket found nothing: time spent blocked in a log line is not silence. A
+silent master whose host still acknowledges this host's heartbeats gets longer (smtrain.wire.liveness).
 
 The master can stop this host's program at any time: `signal` (a shutdown signal it received:
 raised here as if this `train` had received it, so it is forwarded with the grace period), `abort`
@@ -23,6 +24,7 @@ from ..common.signals import SignalWaker
 from ..config.defaults import HEARTBEAT_S
 from ..errors import ExitCode, FailureKind, PeersUnreachable
 from ..wire.control import ControlClient, Message, MessageType
+from ..wire.liveness import PeerSilence
 from .outcome import JobOutcome
 
 __all__ = ["MasterLink", "connect_to_master"]
@@ -88,11 +90,12 @@ class MasterLink:
             time.sleep(HEARTBEAT_S)
 
     def _run(self) -> None:
-        last_heard = time.monotonic()
+        silence = PeerSilence(self._silence_s, f"the master {self._master}", log)
         while not self.over():
-            if not self._client.readable(last_heard + self._silence_s - time.monotonic()):
-                if time.monotonic() - last_heard >= self._silence_s:
-                    self._learn(lost=f"nothing heard for {self._silence_s:g} s")
+            if not self._client.readable(silence.wait_s()):
+                lost = silence.check(self._client.last_ack_age_s())
+                if lost is not None:
+                    self._learn(lost=lost)
                     return
                 continue
             try:
@@ -105,7 +108,7 @@ class MasterLink:
             if message is None:
                 self._learn(lost="its connection closed")
                 return
-            last_heard = time.monotonic()
+            silence.heard()
             self._handle(message)
 
     def _handle(self, message: Message) -> None:

@@ -21,9 +21,10 @@ says so explicitly, over one TCP connection per worker, as newline-delimited JSO
                                                                ranks have waited this long for these ranks
     master -> rank     stall                        the job stalled: dump your stack (SIGABRT)
 
-A side that reads nothing from the other for the heartbeat timeout, or whose connection breaks, has
-lost the other: a worker exits with MasterLost, the master ends the job with HostLost naming the host
-(a power loss or a network partition closes no connection: only the silence tells).
+A side whose connection breaks, or that reads nothing from the other for the heartbeat timeout while
+the other's host acknowledges nothing either (smtrain.wire.liveness: a `train` short of CPU is not
+lost), has lost the other: a worker exits with MasterLost, the master ends the job with HostLost
+naming the host (a power loss or a network partition closes no connection: only the silence tells).
 """
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ import socket
 import threading
 import time
 from typing import Any, Mapping, NamedTuple, Optional
+
+from .liveness import last_ack_age_s
 
 MAX_MESSAGE = 64 * 1024
 
@@ -150,6 +153,10 @@ class ControlClient:
         if self._reader.has_buffered():
             return True
         return bool(select.select([self.sock], [], [], max(0.0, timeout))[0])
+
+    def last_ack_age_s(self) -> Optional[float]:
+        """Seconds since the master's host last acknowledged what this side sent (smtrain.wire.liveness)."""
+        return last_ack_age_s(self.sock)
 
     def receive(self, timeout: Optional[float]) -> Optional[Message]:
         """The next message; None when the connection ended. TimeoutError when none came within
