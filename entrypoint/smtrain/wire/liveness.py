@@ -2,9 +2,9 @@
 
 A peer's `train` can say nothing for a while and still be there: where hosts share one machine (SDK
 local mode, one container per host), the kernel has let one container's processes go without CPU
-for over 10 s while the other container's ranks imported TensorFlow (seen in this project's CI: the
-master's heartbeat thread, its readers and its monitor all paused 10.3-10.7 s at once, while the
-worker's container ran on). The peer's kernel still acknowledges what we send meanwhile - it does not
+for over 10 s while the ranks imported TensorFlow (seen in this project's Docker tests: the master
+container's heartbeat thread, readers and system monitor all paused at once, 10.3-10.7 s and once
+21.6 s, while the worker's container ran on). The peer's kernel still acknowledges what we send meanwhile - it does not
 need the starved process - while a host that lost power or was cut off acknowledges nothing.
 
 So: a peer that said nothing for the heartbeat timeout is lost when its host has not acknowledged
