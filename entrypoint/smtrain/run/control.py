@@ -8,7 +8,7 @@ from typing import Any, Callable, Mapping, Optional
 
 from ..config.defaults import HEARTBEAT_S, HEARTBEAT_TIMEOUT_S
 from ..wire.control import LineReader, Message, MessageType, encode
-from ..wire.liveness import PeerSilence, last_ack_age_s
+from ..wire.liveness import PeerSilence
 from ..wire.progress import Counts, InitPhase
 from ..wire.report import RankFailure, root_cause
 
@@ -223,7 +223,7 @@ class ControlServer:
             try:
                 message = reader.read(timeout=silence.wait_s())
             except TimeoutError:
-                lost = silence.check(last_ack_age_s(reader.sock))
+                lost = silence.check(reader.sock)
                 if lost is not None:
                     return lost
                 continue

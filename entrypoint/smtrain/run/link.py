@@ -93,7 +93,7 @@ class MasterLink:
         silence = PeerSilence(self._silence_s, f"the master {self._master}", log)
         while not self.over():
             if not self._client.readable(silence.wait_s()):
-                lost = silence.check(self._client.last_ack_age_s())
+                lost = silence.check(self._client.sock)
                 if lost is not None:
                     self._learn(lost=lost)
                     return

@@ -36,8 +36,6 @@ import threading
 import time
 from typing import Any, Mapping, NamedTuple, Optional
 
-from .liveness import last_ack_age_s
-
 MAX_MESSAGE = 64 * 1024
 
 __all__ = ["ControlClient", "LineReader", "MAX_MESSAGE", "Message", "MessageType", "connect", "decode", "encode"]
@@ -153,10 +151,6 @@ class ControlClient:
         if self._reader.has_buffered():
             return True
         return bool(select.select([self.sock], [], [], max(0.0, timeout))[0])
-
-    def last_ack_age_s(self) -> Optional[float]:
-        """Seconds since the master's host last acknowledged what this side sent (smtrain.wire.liveness)."""
-        return last_ack_age_s(self.sock)
 
     def receive(self, timeout: Optional[float]) -> Optional[Message]:
         """The next message; None when the connection ended. TimeoutError when none came within

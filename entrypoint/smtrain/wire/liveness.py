@@ -4,8 +4,9 @@ A peer's `train` can say nothing for a while and still be there: where hosts sha
 local mode, one container per host), the kernel has let one container's processes go without CPU
 for over 10 s while the ranks imported TensorFlow (seen in this project's Docker tests: the master
 container's heartbeat thread, readers and system monitor all paused at once, 10.3-10.7 s and once
-21.6 s, while the worker's container ran on). The peer's kernel still acknowledges what we send meanwhile - it does not
-need the starved process - while a host that lost power or was cut off acknowledges nothing.
+21.6 s, while the worker's container ran on). The peer's kernel still acknowledges what we send
+meanwhile - it does not need the starved process - while a host that lost power or was cut off
+acknowledges nothing.
 
 So: a peer that said nothing for the heartbeat timeout is lost when its host has not acknowledged
 our own heartbeats (sent every HEARTBEAT_S) for HOST_ANSWER_S either; a peer whose host still
@@ -68,7 +69,6 @@ class Silence:
         return None
 
 
-
 class PeerSilence:
     """One peer's silence as its reader thread lives it: `heard()` on every message, `check()` when a
     wait of `wait_s()` for one ran out. Says in the log when it waits on a peer whose host answers."""
@@ -88,10 +88,10 @@ class PeerSilence:
             self._waiting = False
         self._last_heard = now
 
-    def check(self, ack_age_s: Optional[float]) -> Optional[str]:
-        """How the peer was lost, or None while it is not (`ack_age_s`: from `last_ack_age_s`)."""
+    def check(self, sock: socket.socket) -> Optional[str]:
+        """How the peer on `sock` was lost, or None while it is not."""
         silent_s = time.monotonic() - self._last_heard
-        lost = self._silence.verdict(silent_s, ack_age_s)
+        lost = self._silence.verdict(silent_s, last_ack_age_s(sock))
         if lost is None and silent_s >= self._silence.timeout_s and not self._waiting:
             self._waiting = True
             self._log(f"{self._peer} has said nothing for {self._silence.timeout_s:g} s, but its host acknowledges "
