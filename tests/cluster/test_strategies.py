@@ -94,14 +94,18 @@ def test_mwms_worker_host_dies(make_cluster) -> None:
 
 
 def test_mwms_master_dies(make_cluster) -> None:
+    """The closed connection tells at once. The workers' programs most often end on the SIGTERM
+    that follows; one whose collective failed first can hang in TensorFlow's exit after its traceback
+    (seen 1 run in 10 beside CPU hogs) and is killed when the grace period (3 s here) ends."""
     cluster = _running_mwms(make_cluster)
     died = time.monotonic()
     cluster.host("algo-1").kill()
     statuses = cluster.wait(30, hosts=cluster.hosts[1:])
-    assert time.monotonic() - died < 5
+    assert time.monotonic() - died < 10
     assert statuses == {"algo-2": 69, "algo-3": 69}, statuses
     for worker in cluster.hosts[1:]:
-        assert (worker.failure() or "").startswith("MasterLost: lost the master algo-1")
+        reason = worker.failure() or ""
+        assert reason.startswith("MasterLost: lost the master algo-1") and "(its connection closed)" in reason, reason
         assert worker.leftovers() == []
 
 
