@@ -4,8 +4,8 @@ training loop over all workers. Its behaviour the cluster tests choose with argu
 --steps N                            train N steps (default 40), then exit 0
 --crash-worker I --crash-at-step S   worker I raises at step S (the others then wait in a collective)
 --on-term exit0|continue             on SIGTERM: record it, then exit 0 at once or carry on regardless
-Writes into SM_OUTPUT_DATA_DIR: running-worker<I> once training runs, sigterm-worker<I> on SIGTERM,
-weights-worker<I>.json (a digest of the weights) at the end.
+Writes into SM_OUTPUT_DATA_DIR: running-worker<I> once training runs, crashing-worker<I> as it raises,
+sigterm-worker<I> on SIGTERM, weights-worker<I>.json (a digest of the weights) at the end.
 """
 import argparse
 import hashlib
@@ -65,6 +65,7 @@ def train_step(batch):
 
 for number in range(args.steps):
     if task["index"] == args.crash_worker and number == args.crash_at_step:
+        open(os.path.join(out, f"crashing-{me}"), "w").close()
         raise RuntimeError(f"worker {task['index']} failed on purpose")
     loss = float(train_step(next(iterator)))
     if number == 0:
