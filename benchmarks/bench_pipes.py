@@ -21,7 +21,11 @@ Records of 100 KiB and 100 bytes get every method (streams of --mb each); 1 KiB 
 (a fifth of that); N = --batch (1024). The demultiplexer frames records in native code
 (smtrain.data.frames) whatever an earlier measure left in this process's environment.
 
-    /opt/smtrain/venv/bin/python benchmarks/bench_pipes.py [--mb 512] [--repeat 5] [--batch 1024]
+    /opt/smtrain/venv/bin/python benchmarks/bench_pipes.py [--mb 512] [--repeat 5] [--batch 1024] [--demux-only]
+
+--demux-only measures the 100-byte records' cat, batched dataset and demux P=2 / P=4 alone (no other
+method, no DeepFM), and prints each run's ratios too: the figures that depend most on how many cores
+the feeder, the demultiplexer and the readers share (run it under `taskset -c 0,1` for two).
 
 Each figure is the median of --repeat runs (this VM's throughput varies by up to 2x between runs).
 """
@@ -263,6 +267,8 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=512, help="stream size for 100-KiB and 100-byte records (1-KiB: a fifth)")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--batch", type=int, default=1024, help="records per batch of the batched source (small records)")
+    parser.add_argument("--demux-only", action="store_true",
+                        help="100-byte records only: cat, one batched reader, demux P=2 and P=4 (see above)")
     args = parser.parse_args()
     import tensorflow as tf
 
@@ -274,11 +280,13 @@ def main() -> None:
     n = args.batch
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
-        print(f"{'records':<10}{'method':<20}{'MB/s':>9}{'records/s':>12}{'vs cat':>8}{'vs TFRecordDataset':>20}", flush=True)
+        print(f"{'records':<10}{'method':<20}{'MB/s':>9}{'records/s':>12}{'vs cat':>8}"
+              + ("" if args.demux_only else f"{'vs TFRecordDataset':>20}"), flush=True)
         figures = {}
         # 100-byte records as many MB as the large ones: a stream one reader drains in 50 ms (a fifth)
         # measures mostly the fixed cost of an epoch (opening FIFOs, waking processes, its end)
-        for size, mb in ((100 * 1024, args.mb), (100, args.mb), (1024, args.mb // 5)):
+        sizes = ((100, args.mb),) if args.demux_only else ((100 * 1024, args.mb), (100, args.mb), (1024, args.mb // 5))
+        for size, mb in sizes:
             source = data / f"src-{size}"
             count = make_file(source, size, mb)
             nbytes = source.stat().st_size
@@ -289,7 +297,11 @@ def main() -> None:
                 "batched dataset": lambda: time_reader_dataset(data, source, count, native=True, batch=n if small else 256),
                 "TFRecordDataset": lambda: time_tfrecorddataset(source, count, n if small else 256),
             }
-            if size != 1024:
+            if args.demux_only:
+                measures = {"cat": measures["cat"], "batched dataset": measures["batched dataset"],
+                            "demux P=2": lambda: time_demux(data, source, 2, count, n),
+                            "demux P=4": lambda: time_demux(data, source, 4, count, n)}
+            elif size != 1024:
                 measures.update({
                     "reader": lambda: time_reader(data, source, count),
                     "reader shuffled": lambda: time_reader(data, source, count, shuffled=True),
@@ -302,12 +314,23 @@ def main() -> None:
             for _ in range(args.repeat):  # interleaved, so slow spells hit every method alike
                 for name, measure in measures.items():
                     samples[name].append(measure())
+                if args.demux_only:
+                    one = samples["batched dataset"][-1]
+                    print(f"run: batched dataset {one:.3f} s, demux P=2 {samples['demux P=2'][-1]:.3f} s "
+                          f"({one / samples['demux P=2'][-1]:.2f}x), P=4 {samples['demux P=4'][-1]:.3f} s "
+                          f"({one / samples['demux P=4'][-1]:.2f}x)", flush=True)
             times = {name: statistics.median(values) for name, values in samples.items()}
             label = {100 * 1024: "100 KiB", 100: "100 B", 1024: "1 KiB"}[size]
             for method, seconds in times.items():
+                against_file = f"{times['TFRecordDataset'] / seconds:>20.2f}" if "TFRecordDataset" in times else ""
                 print(f"{label:<10}{method:<20}{nbytes / seconds / 1e6:>9.0f}{count / seconds:>12.0f}"
-                      f"{times['cat'] / seconds:>8.2f}{times['TFRecordDataset'] / seconds:>20.2f}")
+                      f"{times['cat'] / seconds:>8.2f}{against_file}")
             tag = label.replace(" ", "")
+            if args.demux_only:
+                figures[f"batched_vs_cat_{tag}"] = times["cat"] / times["batched dataset"]
+                figures[f"demux_p2_vs_batched_{tag}"] = times["batched dataset"] / times["demux P=2"]
+                figures[f"demux_p4_vs_batched_{tag}"] = times["batched dataset"] / times["demux P=4"]
+                continue
             figures[f"batched_vs_tfrecorddataset_{tag}"] = times["TFRecordDataset"] / times["batched dataset"]
             figures[f"batched_vs_cat_{tag}"] = times["cat"] / times["batched dataset"]
             if size == 1024:
@@ -322,6 +345,9 @@ def main() -> None:
             figures[f"demux_p2_vs_{'batched' if small else 'reader'}_{tag}"] = one / times["demux P=2"]
             figures[f"demux_p4_vs_{'batched' if small else 'reader'}_{tag}"] = one / times["demux P=4"]
             source.unlink()
+        if args.demux_only:
+            print_figures(figures)
+            return
         source = data / "deepfm"
         count = 200_000 * args.mb // 512
         deepfm_examples(source, count)
