@@ -2,6 +2,7 @@
 through the real `train` (single-host MPI), and the rules that assign FIFOs to ranks."""
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import os
@@ -25,7 +26,7 @@ from smtrain.data.fifo import open_fifo
 from smtrain.plan.pipes import PipeChannel, assign_pipes
 from smtrain.wire.pipes import PipeMode, demux_folder, demux_prefix, rank_ended_marker
 from smtrain.data.frames import Frames
-from smtrain.data.records import RecordFormat, encode_recordio, encode_tfrecord
+from smtrain.data.records import CHUNK, RecordFormat, encode_recordio, encode_tfrecord
 from smtrain.data.spliced import SplicedSource
 from tests.support import make_tree, run_train
 
@@ -164,6 +165,38 @@ def test_unknown_record_format_is_a_clear_error(tmp_path: Path) -> None:
     done = run_train(tree)
     assert done.returncode == 78
     assert b"sagemaker_pipe_record_format for channel 'train' is 'xml'" in done.stderr
+
+
+@pytest.mark.parametrize("reader", ["records", "dataset"])
+def test_readers_widen_the_fifo_to_their_reads(tmp_path: Path, monkeypatch, reader: str) -> None:
+    """SageMaker's FIFO holds Linux's default 64 KiB: the Python reader and the native op both widen
+    it to their 1-MiB reads from the reading end, so the writer is not held to 64 KiB at a time."""
+    fifo = tmp_path / "train_0"
+    os.mkfifo(fifo)
+    first_taken, sizes = threading.Event(), []
+
+    def write() -> None:
+        with open(fifo, "wb", buffering=0) as f:
+            sizes.append(fcntl.fcntl(f.fileno(), fcntl.F_GETPIPE_SZ))
+            f.write(encode_tfrecord(b"first"))
+            if first_taken.wait(30):  # the reader has opened and read: its widening is done
+                sizes.append(fcntl.fcntl(f.fileno(), fcntl.F_GETPIPE_SZ))
+            f.write(encode_tfrecord(b"second"))
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    for name, value in _env(tmp_path, "train").items():
+        monkeypatch.setenv(name, value)
+    if reader == "records":
+        taken = pipes.records("train", 0, timeout=10)
+    else:
+        taken = (r.numpy() for r in pipes.dataset("train", timeout=10))
+    got = [next(taken)]
+    first_taken.set()
+    got += list(taken)
+    writer.join(30)
+    assert got == [b"first", b"second"]
+    assert sizes == [64 << 10, CHUNK]
 
 
 def test_assignment_rules() -> None:
