@@ -31,7 +31,7 @@ from .common.scratch import make_scratch_dir, shm_folder
 from .data.fingerprints import fingerprint
 from .data.journal import ReadJournal
 from .data.native import NativePipes, native_pipes
-from .data.fifo import PipeError, open_fifo, set_pipe_size
+from .data.fifo import PipeError, open_fifo
 from .data.records import CHUNK, CorruptRecord, RecordSplitter, write_spans
 from .wire.pipes import PipeMode, channel_mode, pipe_variable
 from .wire.records import RecordFormat
@@ -114,11 +114,7 @@ def epoch_batches(
 def _open_epoch(channel: str, epoch: int, timeout: float, environ: Optional[Mapping[str, str]]) -> tuple[int, str]:
     """The open FIFO of one epoch, and how errors name it."""
     path = f"{fifo_prefix(channel, environ)}_{epoch}"
-    fd = open_fifo(path, timeout)
-    # Reads of up to CHUNK, as the native op's: SageMaker's FIFO holds Linux's default 64 KiB, and a
-    # writer woken for every 64 KiB held this reader to under a third of its speed with 100-KiB records.
-    set_pipe_size(fd, CHUNK)
-    return fd, f"channel {channel!r} epoch {epoch} ({path})"
+    return open_fifo(path, timeout, CHUNK), f"channel {channel!r} epoch {epoch} ({path})"
 
 
 def records(

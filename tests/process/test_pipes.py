@@ -600,7 +600,7 @@ def test_feeder_writes_the_moment_a_late_reader_opens(tmp_path: Path) -> None:
     waits = []
     for name in names:
         started = time.monotonic()
-        fd = open_fifo(str(data / f"{name}_0"), 10)  # returns once the writer has connected and written
+        fd = open_fifo(str(data / f"{name}_0"), 10, CHUNK)  # returns once the writer has connected and written
         waits.append(time.monotonic() - started)
         while os.read(fd, 1 << 20):
             pass

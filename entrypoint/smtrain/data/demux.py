@@ -168,13 +168,12 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
     if not live:
         return EpochResult(counts, tuple(fds))
     try:
-        src = open_fifo(str(source), source_wait_s)
+        src = open_fifo(str(source), source_wait_s, PIPE_SIZE)  # fewer, larger reads from the source
     except PipeError:
         for fd in fds.values():
             if fd is not None:
                 os.close(fd)
         raise
-    set_pipe_size(src, PIPE_SIZE)  # fewer, larger reads from the source: SageMaker's FIFO has the default 64 KiB
     if len(live) == 1 and drop is None:
         return _pass_through(src, live[0], fds, targets[live[0]].name)
     splitter = RecordSplitter(fmt, check_crc=False)  # the ranks check CRCs; here only framing matters
