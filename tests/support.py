@@ -1,6 +1,7 @@
 """Helpers shared by the tests: build an /opt/ml tree, run the real `train`, run the oracle."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 BIN = Path(sys.executable).parent
 TRAIN = str(BIN / "train")
@@ -151,3 +152,41 @@ def processes_mentioning(text: str) -> list[int]:
             if text.encode() in cmdline and alive(int(entry.name)):
                 found.append(int(entry.name))
     return found
+
+
+@contextlib.contextmanager
+def memory_cgroup(name: str, limit_bytes: int) -> Iterator[Callable[[], None]]:
+    """A memory cgroup of its own under this process's (cgroup v1 or v2), limited to `limit_bytes` as
+    a container's `--memory` is; yields a preexec function that moves a child (and what it starts)
+    into it. Skips the test where no such cgroup can be made here. Removed afterwards."""
+    import pytest
+
+    own = Path("/proc/self/cgroup").read_text().splitlines()
+    v1 = next((line.split(":", 2)[2] for line in own if "memory" in line.split(":")[1].split(",")), None)
+    if v1 is not None:
+        folder, limit_file = Path("/sys/fs/cgroup/memory") / v1.lstrip("/") / name, "memory.limit_in_bytes"
+    else:
+        v2 = next((line.split(":", 2)[2] for line in own if line.startswith("0::")), "/")
+        folder, limit_file = Path("/sys/fs/cgroup") / v2.lstrip("/") / name, "memory.max"
+    try:
+        folder.mkdir()
+        (folder / limit_file).write_text(str(limit_bytes))
+    except OSError as e:
+        pytest.skip(f"cannot make a memory cgroup with a limit here ({folder}: {e.strerror})")
+    procs = folder / "cgroup.procs"
+
+    def join() -> None:
+        procs.write_text(str(os.getpid()))
+
+    try:
+        yield join
+    finally:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                folder.rmdir()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)

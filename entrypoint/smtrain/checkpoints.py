@@ -23,9 +23,19 @@ Folder layout (SageMaker syncs it with S3, also on spot restarts):
     .incomplete-ckpt-000000001300-<pid>/   being written, or torn by a kill: ignored, later removed
 
 A checkpoint is written aside and renamed into place (with fsyncs), so a kill at any moment leaves
-either the old newest checkpoint or the new one. At start the newest checkpoint whose manifest and
-files check out is restored; a damaged one (e.g. half-synced from S3) is skipped with a warning.
-Anything else in the folder is not this manager's: it is reported and never touched.
+either the old newest checkpoint or the new one. It is published only when its saver's every file is
+there (for a tf.train.Checkpoint: the index and each data shard): a write that failed - a full disk,
+an I/O error, TensorFlow's asynchronous writer failing in its own thread - raises
+`CheckpointWriteError` from `save()` or `wait()` (naming the folder, the free space and the sizes),
+and its folder is removed at once. Before writing, the store prunes what keep-last-N would prune after
+it, so a save that fits once the oldest checkpoint goes does not fail; the newest is never removed
+to make room.
+
+At start the newest checkpoint that loads is restored: one whose manifest, sizes or CRCs do not check
+out (e.g. half-synced from S3), that lists no files, or whose restore raises is skipped with a
+warning and the next older one tried; when none loads the job starts fresh and says so.
+Anything else in the folder is not this manager's: it is reported and never touched (TensorFlow's own
+`tf.train.CheckpointManager` files beside the store included).
 
 Channels with a ShuffleConfig: `all_positions` also gathers each rank's fingerprints of the records
 it consumed in its current epoch (smtrain.pipes keeps them), rank 0 stores them as
@@ -38,15 +48,21 @@ asynchronous checkpoint write, for a `tf.train.Checkpoint`); writing, fsyncs, CR
 the rename happen in a background thread. At most one save is in flight: a second `save()` waits
 until the first is durable (none is dropped). `wait()` waits for the one in flight and raises its
 error; the thread is not a daemon, so a program that saves on SIGTERM and exits still completes it.
+A background save that failed and was never raised by `save()` or `wait()` ends the program with
+status 1 and its traceback when the interpreter exits, so the job's failure names it.
 """
 from __future__ import annotations
 
+import atexit
+import errno as errnos
 import json
 import os
 import shutil
 import signal
+import sys
 import threading
 import time
+import traceback
 from array import array
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
@@ -55,12 +71,14 @@ from . import pipes, progress
 from .data.checkpoint_folder import (
     FORMAT, MANIFEST, STATE_PREFIX, Checkpoint, CheckpointFolder, PipePosition, file_crc, fingerprint_file,
 )
+from .data.checkpoint_write import CheckpointWriteError, folder_bytes, free_bytes, human_bytes, missing_state_files
 from .data.fingerprints import to_bytes
 from .data.journal import ReadJournal
 from .common.frameworks import running_horovod
 
 __all__ = [
-    "AllPositions", "Checkpoint", "CheckpointStore", "PipePosition", "StopSignal", "all_positions", "shared_restore",
+    "AllPositions", "Checkpoint", "CheckpointStore", "CheckpointWriteError", "PipePosition", "StopSignal",
+    "all_positions", "shared_restore",
 ]
 
 
@@ -101,10 +119,50 @@ def _is_tf_checkpoint(state: Any) -> bool:
     return type(state).__module__.startswith("tensorflow") and hasattr(state, "sync")
 
 
+def _tf_sync(state: Any) -> None:
+    """Until TensorFlow's asynchronous write of `state` has ended, raising what it failed with:
+    TensorFlow's own sync() keeps its writer thread's error for the next write to raise (2.18-2.21)."""
+    state.sync()
+    check = getattr(getattr(state, "_async_checkpointer_impl", None), "_check_async_thread_error", None)
+    if check is not None:
+        check()
+
+
 def _async_options() -> Any:
     import tensorflow as tf
 
     return tf.train.CheckpointOptions(enable_async=True)
+
+
+# Background saves that failed and that no save() or wait() has raised yet (see _exit_if_unreported).
+_UNREPORTED: list[CheckpointWriteError] = []
+_EXIT_WATCHED = threading.Event()
+_exit_watch_lock = threading.Lock()
+
+
+def _exit_if_unreported() -> None:
+    """At interpreter exit (after non-daemon threads, so after the last background save): a failed
+    background save nobody raised ends the program with status 1 and its traceback, as an uncaught
+    exception would, rather than letting a job whose last checkpoint was lost succeed."""
+    if _UNREPORTED:
+        traceback.print_exception(_UNREPORTED[0])
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def _watch_exit() -> None:
+    with _exit_watch_lock:
+        if not _EXIT_WATCHED.is_set():
+            atexit.register(_exit_if_unreported)
+            _EXIT_WATCHED.set()
+
+
+def _cause_errno(error: BaseException) -> Optional[int]:
+    """The errno behind `error`: an OSError's, or ENOSPC for TensorFlow's ResourceExhaustedError."""
+    number = getattr(error, "errno", None)
+    if isinstance(number, int):
+        return number
+    return errnos.ENOSPC if "No space left on device" in str(error) else None
 
 
 class CheckpointStore(CheckpointFolder):
@@ -144,34 +202,70 @@ class CheckpointStore(CheckpointFolder):
         self.wait()  # at most one save in flight: a second save waits for the first to be durable
         self.directory.mkdir(parents=True, exist_ok=True)
         final = self.directory / f"ckpt-{step:012d}"
+        self._make_room(replacing=final.is_dir())
         tmp = self.directory / f".incomplete-ckpt-{step:012d}-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         background = self.asynchronous
         tf_async = background and _is_tf_checkpoint(state)
-        if hasattr(state, "write"):
-            if tf_async:
+        writes_state = hasattr(state, "write")
+
+        def write() -> None:
+            if writes_state and tf_async:
                 # TensorFlow copies every variable to host memory, then writes in its own thread
                 state.write(str(tmp / STATE_PREFIX), options=_async_options())
-            else:
+            elif writes_state:
                 state.write(str(tmp / STATE_PREFIX))
-        else:
-            state(tmp)
+            else:
+                state(tmp)
+            self._write_fingerprints(tmp, pipe_positions)
+
         ranks = [dict(r) for r in pipe_positions] or [{}]
-        self._write_fingerprints(tmp, pipe_positions)
+        self._attempt(step, tmp, write)
 
         def make_durable() -> None:
             if tf_async:
-                state.sync()  # TensorFlow's write has ended
-            self._finish(step, tmp, final, ranks, dict(extra or {}))
+                _tf_sync(state)
+            self._finish(step, tmp, final, ranks, dict(extra or {}), writes_state)
 
         if not background:
-            make_durable()
+            self._attempt(step, tmp, make_durable)
             return final
-        self._in_flight = threading.Thread(target=self._run_in_background, args=(make_durable,),
+        _watch_exit()
+        self._in_flight = threading.Thread(target=self._run_in_background, args=(step, tmp, make_durable),
                                            name=f"checkpoint-{step}")  # not a daemon: exit waits for it
         self._in_flight.start()
         return final
+
+    def _attempt(self, step: int, tmp: Path, action: Callable[[], None]) -> None:
+        """Run a step of writing checkpoint `step`; on failure remove its folder and raise a
+        CheckpointWriteError that says why and how much room there is."""
+        try:
+            action()
+        except Exception as e:
+            raise self._failed(step, tmp, e) from e
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+
+    def _failed(self, step: int, tmp: Path, error: Exception) -> CheckpointWriteError:
+        written = folder_bytes(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)
+        free = free_bytes(self.directory)
+        newest = self.checkpoints()[-1:]
+        number = _cause_errno(error)
+        # TensorFlow's text leads with op names and temporary paths: the errno says it plainly
+        cause = os.strerror(number) if number is not None else next(iter(str(error).strip().splitlines()), "")
+        facts = [f"{human_bytes(written)} written when it failed"]
+        if free is not None:
+            facts.insert(0, f"{human_bytes(free)} free there")
+        if newest:
+            facts.append(f"the newest checkpoint (step {newest[0].step}) holds {human_bytes(folder_bytes(newest[0].path))}")
+        text = (f"checkpoint step {step} was not saved in {self.directory}: {type(error).__name__}"
+                f"{': ' + cause[:300] if cause else ''} ({', '.join(facts)}); nothing was published, "
+                + (f"step {newest[0].step} is still the newest" if newest else "there is no checkpoint yet"))
+        self._log(text)
+        return CheckpointWriteError(text, step, number)
 
     def _write_fingerprints(self, folder: Path, pipe_positions: Sequence[Mapping[str, PipePosition]]) -> None:
         """Each rank's consumed fingerprints of its shuffled channels, as files of the checkpoint
@@ -187,32 +281,43 @@ class CheckpointStore(CheckpointFolder):
                 path.write_bytes(data)
 
     def wait(self) -> None:
-        """Until the save in flight (asynchronous stores) is durable; raises what it failed with."""
+        """Until the save in flight (asynchronous stores) is durable; raises what it failed with
+        (a CheckpointWriteError, its cause chained)."""
         thread, self._in_flight = self._in_flight, None
         if thread is not None:
             thread.join()
         error, self._error = self._error, None
         if error is not None:
+            if error in _UNREPORTED:
+                _UNREPORTED.remove(error)
             raise error
 
-    def _run_in_background(self, make_durable: Callable[[], None]) -> None:
+    def _run_in_background(self, step: int, tmp: Path, make_durable: Callable[[], None]) -> None:
         try:
-            make_durable()
-        except BaseException as e:  # handed to the next save() or wait()
-            self._log(f"an asynchronous save failed: {type(e).__name__}: {e}")
+            self._attempt(step, tmp, make_durable)
+        except BaseException as e:  # handed to the next save() or wait(), else reported at exit
             self._error = e
+            if isinstance(e, CheckpointWriteError):
+                _UNREPORTED.append(e)
 
-    def _finish(self, step: int, tmp: Path, final: Path, ranks: list[dict], extra: dict) -> None:
-        """fsync and CRC every file, write the manifest, rename into place, prune."""
+    def _finish(self, step: int, tmp: Path, final: Path, ranks: list[dict], extra: dict, writes_state: bool) -> None:
+        """Check the saver wrote everything, fsync and CRC every file, write the manifest, rename into
+        place, prune."""
         files = {}
         for path in sorted(p for p in tmp.rglob("*") if p.is_file()):
             _fsync(path)
             files[path.relative_to(tmp).as_posix()] = {"size": path.stat().st_size, "crc32c": file_crc(path)}
+        if not files:
+            raise RuntimeError("the saver wrote no files")
+        problem = missing_state_files(set(files), STATE_PREFIX) if writes_state else None
+        if problem is not None:
+            raise RuntimeError(problem)
         manifest = {
             "format": FORMAT,
             "step": step,
             "created": time.time(),
             "files": files,
+            "state": STATE_PREFIX if writes_state else None,
             "pipes": [{c: list(p) for c, p in r.items()} for r in ranks],
             "extra": extra,
         }
@@ -226,7 +331,10 @@ class CheckpointStore(CheckpointFolder):
         os.rename(tmp, final)
         _fsync(self.directory)
         progress.alive()
-        self._prune()
+        try:
+            self._prune()
+        except OSError as e:  # the checkpoint is published; an old one left over is no failure
+            self._log(f"could not prune old checkpoints in {self.directory}: {e}")
 
     def _discard(self, step: int, path: Path) -> None:
         """Remove a complete checkpoint atomically: out of sight by a rename first, so a kill while
@@ -235,27 +343,51 @@ class CheckpointStore(CheckpointFolder):
         os.rename(path, aside)
         shutil.rmtree(aside, ignore_errors=True)
 
-    def _prune(self) -> None:
+    def _prune(self, keep: Optional[int] = None) -> None:
         """Keep the newest `keep` checkpoints that check out; damaged ones are reported, not counted
         and not deleted (they may be what a user wants to look at)."""
-        for checkpoint in self.checkpoints()[: -self.keep]:
+        for checkpoint in self.checkpoints()[: -(keep or self.keep)]:
             self._discard(checkpoint.step, checkpoint.path)
         self.clean_incomplete()
 
+    def _make_room(self, replacing: bool) -> None:
+        """Before a save: remove what the prune after it would remove anyway (the oldest beyond
+        keep-1, or beyond keep when the save replaces a checkpoint of the same step) and torn
+        folders, so that a disk with room for `keep` checkpoints takes the next; never the newest."""
+        self._prune(max(1, self.keep - (0 if replacing else 1)))
+
     def restore(self, state: Optional[Any] = None) -> Optional[Checkpoint]:
-        """Load the newest complete checkpoint into `state` (e.g. a tf.train.Checkpoint; its
-        `.read(prefix)`) and return it; None when there is none. Also removes torn checkpoints."""
+        """Load the newest checkpoint that loads into `state` (e.g. a tf.train.Checkpoint; its
+        `.read(prefix)`) and return it; None when there is none. A checkpoint that does not check out,
+        holds no state, or whose read raises is skipped with a warning for the next older one. Also
+        removes torn checkpoints."""
         self.clean_incomplete()
-        checkpoint = self.latest()
-        if checkpoint is None:
-            return None
-        if state is not None:
+        tried = 0
+        for checkpoint in self.candidates():
+            tried += 1
+            problem = self._read_into(state, checkpoint) if state is not None else None
+            if problem is not None:
+                self._log(f"skipping checkpoint {checkpoint.path}: {problem}; trying the next older one")
+                continue
+            self._log(f"restored step {checkpoint.step} from {checkpoint.path}")
+            _resume_pipes(checkpoint.consumed(self.rank), self.journal)
+            return checkpoint
+        self._log(f"no checkpoint in {self.directory} could be restored (of {tried} tried): starting fresh"
+                  if tried else f"no checkpoint in {self.directory}: starting fresh")
+        return None
+
+    @staticmethod
+    def _read_into(state: Any, checkpoint: Checkpoint) -> Optional[str]:
+        """Read `checkpoint` into `state`; what went wrong, or None."""
+        if f"{STATE_PREFIX}.index" not in checkpoint.files:
+            return f"it holds no {STATE_PREFIX}.index (it was written by a function, not a saver like tf.train.Checkpoint)"
+        try:
             status = state.read(checkpoint.state_prefix)
             if hasattr(status, "expect_partial"):
                 status.expect_partial()  # optimizer slots are restored when they are created
-        self._log(f"restored step {checkpoint.step} from {checkpoint.path}")
-        _resume_pipes(checkpoint.consumed(self.rank), self.journal)
-        return checkpoint
+        except Exception as e:
+            return f"reading it raised {type(e).__name__}: {next(iter(str(e).strip().splitlines()), '')[:300]}"
+        return None
 
 
 class StopSignal:

@@ -18,6 +18,7 @@ import pytest
 
 from tests.cluster.conftest import PROGRAMS, wait_for_files
 from tests.cluster.test_multihost import TRAIN
+from tests.support import memory_cgroup
 
 MWMS = {"sagemaker_multi_worker_mirrored_strategy_enabled": True}
 PS = {"sagemaker_parameter_server_enabled": True}
@@ -71,6 +72,23 @@ def test_mwms_a_crashing_worker_ends_every_host_naming_it(make_cluster) -> None:
         reason = host.failure() or ""
         assert reason.startswith("RuntimeError: ") and "worker 2 on host algo-3" in reason, reason
         assert "worker 2 failed on purpose" in reason
+    assert cluster.leftovers() == {}
+
+
+def test_mwms_an_oom_killed_worker_is_named_out_of_memory_on_every_host(make_cluster) -> None:
+    """The worker host runs in a memory cgroup with a limit, as a container with `--memory` does."""
+    cluster = make_cluster(2)
+    cluster.write_job({**MWMS, "steps": 100000, "oom-worker": 1, "crash-at-step": 50}, program=PROGRAMS / "tf_mwms.py")
+    env = cluster.env(SM_PEER_WAIT_SECONDS="60")
+    with memory_cgroup(f"smtrain-oom-{cluster.name}", 1500 << 20) as join:
+        cluster.host("algo-2").start(TRAIN, env, preexec_fn=join)
+        cluster.host("algo-1").start(TRAIN, env)
+        statuses = cluster.wait(120)
+    assert statuses == {"algo-1": 137, "algo-2": 137}, _details(cluster)
+    for host in cluster.hosts:
+        reason = host.failure() or ""
+        assert reason.startswith("OutOfMemory: ") and "worker 1 on host algo-2" in reason, reason
+        assert "the kernel's OOM killer ran in its container" in reason, reason
     assert cluster.leftovers() == {}
 
 

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from smtrain.common.linux import alive
 
@@ -54,6 +54,19 @@ SSH_CLIENT_CONFIG = """Host *
 """
 
 
+def _cgroup_mounts(mounts: str) -> str:
+    """Shell words that mount this machine's memory cgroup hierarchy in a host's mount namespace, at
+    /sys/fs/cgroup as a container sees it (`ip netns exec` mounts a fresh /sys without it), so that the
+    OOM-kill counter of the cgroup a host runs in can be read there; `true` where there is none."""
+    kinds = {(fields[1], fields[2]) for fields in (line.split() for line in mounts.splitlines()) if len(fields) > 2}
+    if ("/sys/fs/cgroup/memory", "cgroup") in kinds:
+        return ("mount -t tmpfs -o mode=755 cgroup /sys/fs/cgroup && mkdir /sys/fs/cgroup/memory "
+                "&& mount -t cgroup -o memory cgroup /sys/fs/cgroup/memory")
+    if ("/sys/fs/cgroup", "cgroup2") in kinds:
+        return "mount -t cgroup2 cgroup2 /sys/fs/cgroup"
+    return "true"
+
+
 def _run(*argv: str, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess:
     return subprocess.run(argv, check=check, capture_output=True, text=True, timeout=60, **kwargs)
 
@@ -80,15 +93,18 @@ class Host:
         pid1 = self.pid1
         return _first_child(pid1) if pid1 is not None else None
 
-    def start(self, argv: Sequence[str], env: Mapping[str, str], stderr: Optional[int] = None) -> None:
+    def start(self, argv: Sequence[str], env: Mapping[str, str], stderr: Optional[int] = None,
+              preexec_fn: Optional[Callable[[], None]] = None) -> None:
         """Run `argv` (train) as this host's PID 1's child; its stderr goes to the host's `stderr`
-        file, or to the file descriptor `stderr` (a test's pipe)."""
+        file, or to the file descriptor `stderr` (a test's pipe). `preexec_fn` runs in the host's
+        first process before it starts (e.g. to join a memory cgroup, as a container's limit)."""
         # PID 1 is a minimal init (sh), as `docker run --init` gives: it runs train and, once train
         # has exited, lists what still lives in the host, so tests can tell that train left nothing.
         script = (
             'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" "$4" '
-            '&& mkdir -p /root/.ssh && mount --bind "$5" /root/.ssh && left="$6" && shift 6 || exit 99; '
-            '"$@"; rc=$?; ps -e -o pid=,comm= > "$left"; exit $rc'
+            f'&& mkdir -p /root/.ssh && mount --bind "$5" /root/.ssh && {_cgroup_mounts(Path("/proc/mounts").read_text())} '
+            '&& left="$6" && shift 6 '
+            '|| exit 99; "$@"; rc=$?; ps -e -o pid=,comm= > "$left"; exit $rc'
         )
         c = self.cluster
         argv = [
@@ -99,7 +115,7 @@ class Host:
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             argv, env=dict(env), stdout=open(self.folder / "stdout", "wb"),
-            stderr=open(self.folder / "stderr", "wb") if stderr is None else stderr,
+            stderr=open(self.folder / "stderr", "wb") if stderr is None else stderr, preexec_fn=preexec_fn,
         )
         deadline = time.monotonic() + 10
         while self.train_pid is None and self.proc.poll() is None and time.monotonic() < deadline:

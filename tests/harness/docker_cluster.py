@@ -101,11 +101,14 @@ class ContainerCluster:
                    "-v", f"{source}:/data:ro", self.image, "python", "-m", "smtrain.data.feeder", "--base", "/opt/ml",
                    "--source", f"{channel}=/data", "--epochs", str(epochs))
 
-    def start(self, env: Optional[Mapping[str, str]] = None, hosts: Optional[Sequence[str]] = None) -> None:
+    def start(self, env: Optional[Mapping[str, str]] = None, hosts: Optional[Sequence[str]] = None,
+              options: Sequence[str] = ()) -> None:
+        """`train` in a container per host; `options` go to every `docker run` (e.g. `--memory=2g`)."""
         variables = [a for k, v in (env or {}).items() for a in ("-e", f"{k}={v}")]
         for host in reversed(hosts or self.hosts):  # workers first, as SageMaker gives no order
             docker("run", "-d", "--name", self.container(host), "--hostname", host, "--network", self.name,
-                   "--network-alias", host, "-v", f"{self.ml(host)}:/opt/ml", *variables, self.image, "train")
+                   "--network-alias", host, "-v", f"{self.ml(host)}:/opt/ml", *variables, *options, self.image,
+                   "train")
 
     def wait(self, timeout: float) -> dict[str, Optional[int]]:
         deadline = time.monotonic() + timeout

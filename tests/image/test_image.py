@@ -132,6 +132,39 @@ def test_two_containers_train_with_pipe_mode_and_checkpoints(image: str, tmp_pat
         assert (cluster.ml("algo-1") / "model" / "model.keras").exists()
 
 
+OOM_RANK = """import sys, time
+import numpy as np, tensorflow as tf, horovod.tensorflow as hvd
+hvd.init()
+if hvd.rank() == int(sys.argv[sys.argv.index("--oom-rank") + 1]):
+    hog = []
+    while True:
+        hog.append(np.ones(4 << 20))  # 32 MB a time, touched, until the kernel's OOM killer ends it
+while True:
+    hvd.allreduce(tf.constant(1.0))
+    time.sleep(0.05)
+"""
+
+
+@pytest.mark.parametrize("rank,host", [(1, "algo-1"), (3, "algo-2")], ids=["on-the-master", "on-a-worker"])
+def test_an_oom_killed_horovod_rank_is_named_out_of_memory_on_every_host(image: str, tmp_path: Path, rank: int,
+                                                                        host: str) -> None:
+    """Two containers with `--memory=2g`, two Horovod ranks each; one rank allocates until the OOM killer
+    ends it: every host's failure says OutOfMemory and names that rank and its host."""
+    program = tmp_path / "oom.py"
+    program.write_text(OOM_RANK)
+    with ContainerCluster("smtrain-it", 2, tmp_path, image) as cluster:
+        cluster.write_job({"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2,
+                           "oom-rank": rank}, program, {})
+        cluster.start({"SM_PEER_WAIT_SECONDS": "120"}, options=["--memory=2g"])
+        statuses = cluster.wait(300)
+        assert statuses == {"algo-1": 137, "algo-2": 137}, (statuses, cluster.logs("algo-1")[-3000:])
+        for each in cluster.hosts:
+            failure = (cluster.ml(each) / "output" / "failure").read_text()
+            assert failure.startswith(f"OutOfMemory: program /opt/ml/code/oom.py (rank {rank}, local rank 1, on host "
+                                      f"{host}) was killed by SIGKILL (exit status 137); the kernel's OOM killer ran"), \
+                (each, failure)
+
+
 def test_a_failing_rank_makes_both_containers_exit_non_zero(image: str, tmp_path: Path) -> None:
     with ContainerCluster("smtrain-it", 2, tmp_path, image) as cluster:
         _demo_job(cluster, tmp_path / "data", **{"fail-rank": 3})

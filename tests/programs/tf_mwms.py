@@ -4,6 +4,7 @@ training loop over all workers. Its behaviour the cluster tests choose with argu
 --steps N                            train N steps (default 40), then exit 0
 --crash-worker I --crash-at-step S   worker I raises at step S (the others then wait in a collective)
 --on-term exit0|continue             on SIGTERM: record it, then exit 0 at once or carry on regardless
+--oom-worker I --crash-at-step S     worker I allocates memory at step S until the OOM killer ends it
 Writes into SM_OUTPUT_DATA_DIR: running-worker<I> once training runs, crashing-worker<I> as it raises,
 sigterm-worker<I> on SIGTERM, weights-worker<I>.json (a digest of the weights) at the end.
 """
@@ -22,6 +23,7 @@ parser.add_argument("--steps", type=int, default=40)
 parser.add_argument("--crash-worker", type=int, default=-1)
 parser.add_argument("--crash-at-step", type=int, default=5)
 parser.add_argument("--on-term", default="exit0")
+parser.add_argument("--oom-worker", type=int, default=-1)
 args, _ = parser.parse_known_args()
 task = json.loads(os.environ["TF_CONFIG"])["task"]
 me = f"{task['type']}{task['index']}"
@@ -67,6 +69,11 @@ for number in range(args.steps):
     if task["index"] == args.crash_worker and number == args.crash_at_step:
         open(os.path.join(out, f"crashing-{me}"), "w").close()
         raise RuntimeError(f"worker {task['index']} failed on purpose")
+    if task["index"] == args.oom_worker and number == args.crash_at_step:
+        open(os.path.join(out, f"crashing-{me}"), "w").close()
+        hog = []
+        while True:
+            hog.append(np.ones(4 << 20))  # 32 MB a time, touched
     loss = float(train_step(next(iterator)))
     if number == 0:
         with open(os.path.join(out, f"running-{me}"), "w") as f:

@@ -9,9 +9,10 @@ import shutil
 import sys
 from array import array
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Iterator, Mapping, NamedTuple, Optional
 
 from ..common.linux import alive
+from .checkpoint_write import missing_state_files
 from .fingerprints import from_bytes
 
 __all__ = ["FORMAT", "MANIFEST", "STATE_PREFIX", "Checkpoint", "CheckpointFolder", "PipePosition", "file_crc",
@@ -41,6 +42,8 @@ class Checkpoint(NamedTuple):
     path: Path
     pipes: tuple[Mapping[str, PipePosition], ...]  # per rank (rank 0 first)
     extra: Mapping[str, Any]
+    files: frozenset[str] = frozenset()  # what the manifest lists, relative to `path`
+    state: Optional[str] = None  # the prefix a saver (`.write(prefix)`) wrote, when one did
 
     def position(self, channel: str, rank: int = 0) -> Optional[PipePosition]:
         """Rank `rank`'s position in `channel`, if this checkpoint has one."""
@@ -123,6 +126,12 @@ class CheckpointFolder:
             manifest = json.loads((path / MANIFEST).read_text())
             if manifest.get("format") != FORMAT or manifest.get("step") != step:
                 raise ValueError(f"manifest is not {FORMAT} for step {step}")
+            if not manifest["files"]:  # how a failed asynchronous write was published before 2026-11
+                raise ValueError("its manifest lists no files")
+            state = manifest.get("state")
+            problem = missing_state_files(set(manifest["files"]), state) if state is not None else None
+            if problem is not None:
+                raise ValueError(problem)
             for name, meta in manifest["files"].items():
                 file = path / name
                 if file.stat().st_size != meta["size"]:
@@ -133,18 +142,22 @@ class CheckpointFolder:
         except (OSError, ValueError, KeyError, TypeError) as e:
             self._warn_once(str(path), f"ignoring damaged checkpoint {path}: {e}")
             return None
-        return Checkpoint(step, path, pipes, manifest.get("extra", {}))
+        return Checkpoint(step, path, pipes, manifest.get("extra", {}), frozenset(manifest["files"]), state)
 
     def checkpoints(self) -> list[Checkpoint]:
         """Every complete checkpoint that checks out (sizes), oldest first."""
         found = (self._load(step, path, check_crc=False) for step, path in sorted(self._complete_dirs()))
         return [c for c in found if c is not None]
 
-    def latest(self) -> Optional[Checkpoint]:
-        """The newest complete checkpoint whose files all check out (sizes and CRC32C)."""
+    def candidates(self) -> Iterator[Checkpoint]:
+        """The complete checkpoints whose files all check out (sizes and CRC32C), newest first;
+        damaged ones are skipped with a warning."""
         for step, path in sorted(self._complete_dirs(), reverse=True):
             checkpoint = self._load(step, path, check_crc=True)
             if checkpoint is not None:
-                return checkpoint
-        return None
+                yield checkpoint
+
+    def latest(self) -> Optional[Checkpoint]:
+        """The newest complete checkpoint whose files all check out (sizes and CRC32C)."""
+        return next(self.candidates(), None)
 

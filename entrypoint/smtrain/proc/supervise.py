@@ -19,6 +19,7 @@ from ..common import linux
 from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS, WAKE, SignalWaker
 from ..config.defaults import ABORT_GRACE_S
+from .oom import oom_kill_count
 from .streams import LineRelay, TailBuffer
 
 __all__ = ["LEFTOVER_WAIT_S", "STDERR_TAIL_BYTES", "ProcessResult", "end_descendants", "parent_death_signal",
@@ -35,6 +36,8 @@ class ProcessResult(NamedTuple):
     killed_after_grace: bool  # the toolkit sent SIGKILL when the grace period ran out
     stderr_tail: bytes
     started: bool = True
+    # SIGKILL, not the toolkit's, while the kernel's OOM killer ran in this host's memory cgroup
+    oom_killed: bool = False
 
 
 def signal_tree(pgid: int, signum: int, spare: Sequence[int] = ()) -> None:
@@ -129,6 +132,7 @@ def supervise(
         log(f"received {signal.Signals(early).name} before the program started; not starting it")
         return ProcessResult(128 + early, None, early, False, b"", started=False)
     linux.become_subreaper()
+    oom_before = oom_kill_count()
     read_fd, write_fd = os.pipe()
     try:
         proc = subprocess.Popen(
@@ -176,6 +180,7 @@ def supervise(
     exit_code = os.waitstatus_to_exitcode(status)
     proc.returncode = exit_code  # reaped here, not by Popen.wait(): tell Popen so it does not try
     term_signal = -exit_code if exit_code < 0 else None
+    oom_after = oom_kill_count() if term_signal == signal.SIGKILL and not killed else None
     leftover_wait = LEFTOVER_WAIT_S if deadline is None else max(LEFTOVER_WAIT_S, deadline - time.monotonic())
     end_descendants(waker, leftover_wait, spare)
     if not relay.join(timeout=5.0):
@@ -186,4 +191,5 @@ def supervise(
         shutdown_signal=shutdown,
         killed_after_grace=killed,
         stderr_tail=tail.get(),
+        oom_killed=oom_before is not None and oom_after is not None and oom_after > oom_before,
     )

@@ -132,7 +132,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             stderr_tail=result.stderr_tail[-REPORT_TAIL_BYTES:].decode("utf-8", "replace"),
             traceback_seen=watch.first_error_at is not None, exit_code=result.exit_code,
             term_signal=result.term_signal, shutdown_signal=result.shutdown_signal,
-            killed_after_grace=result.killed_after_grace,
+            killed_after_grace=result.killed_after_grace, oom_killed=result.oom_killed,
         ))
     if progress_reporter is not None and progress_reporter.stall_dumped.is_set():
         hold_exit(waker, STALL_EXIT_HOLD_S)

@@ -19,7 +19,7 @@ from ..wire.control import MessageType
 from ..wire.progress import Counts
 from .control import ControlServer
 from .job import HostJob
-from .outcome import JobOutcome, JobView, decide, failure_text, oom_kill_count, oom_killed_since
+from .outcome import JobOutcome, JobView, decide, failure_text
 from .policy import Peers, Policy
 from .stall import Stall, StallWatch
 from .watchdog import Watchdog
@@ -82,7 +82,6 @@ class Master:
                 for host, rank in policy.expected_ranks(plan):
                     watch.expect(host, rank)
                 self.dogs.append(Watchdog(watch, self._stalled).start())
-            oom_before = oom_kill_count()
             log(policy.start_line(plan))
             try:
                 result = supervise(plan.argv, policy.program_env(self), plan.cwd, plan.grace_period_s, job.waker,
@@ -92,7 +91,7 @@ class Master:
             finally:
                 for dog in self.dogs:
                     dog.stop()
-            outcome = decide(self._view(result, oom_before), lambda report: policy.where(plan, report))
+            outcome = decide(self._view(result), lambda report: policy.where(plan, report))
             self.server.end(outcome.status, outcome.reason)
         finally:
             self.server.close()
@@ -131,7 +130,7 @@ class Master:
         self.server.tell_ranks(MessageType.STALL)
         threading.Timer(STACK_DUMP_WAIT_S, self.job.waker.post).start()
 
-    def _view(self, result: ProcessResult, oom_before: Optional[int]) -> JobView:
+    def _view(self, result: ProcessResult) -> JobView:
         plan = self.job.plan
         stall = self.dogs[0].stall if self.dogs else None
         # mpirun (or the program) may end while reports are in flight: wait for them when anything failed
@@ -140,5 +139,5 @@ class Master:
             program=result, program_name=self.policy.program_name(plan), script=str(plan.program.program_path),
             stall=stall.describe() if stall is not None else None, report=report,
             final_reports=self.server.has_reports(final=True), lost=tuple(self.server.lost_hosts()),
-            failed_done=self.server.failed_done(), oom_killed=oom_killed_since(oom_before),
+            failed_done=self.server.failed_done(),
         )

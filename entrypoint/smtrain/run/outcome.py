@@ -20,9 +20,8 @@ from ..proc.supervise import ProcessResult
 from ..wire.report import RankFailure, is_consequence
 
 __all__ = [
-    "FileState", "JobOutcome", "JobView", "decide", "describe_program_failure", "failure_text", "oom_kill_count",
-    "oom_killed_since", "python_exception", "render", "report_failure", "report_success", "uncaught_exception_then_crash",
-    "write_atomically",
+    "FileState", "JobOutcome", "JobView", "decide", "describe_program_failure", "failure_text", "python_exception",
+    "render", "report_failure", "report_success", "uncaught_exception_then_crash", "write_atomically",
 ]
 
 FAILURE_FILE_LIMIT = 1024
@@ -128,7 +127,7 @@ SUCCESS = JobOutcome(0)
 UNCAUGHT_EXCEPTION_STATUS = 1
 
 
-def describe_program_failure(result: ProcessResult, program: str, oom_killed: bool) -> JobOutcome:
+def describe_program_failure(result: ProcessResult, program: str) -> JobOutcome:
     """Status, error class and one-line description for a program that did not end with status 0.
 
     A program that raised an uncaught exception and then crashed while the interpreter shut down
@@ -140,9 +139,10 @@ def describe_program_failure(result: ProcessResult, program: str, oom_killed: bo
         if result.killed_after_grace:
             return JobOutcome(result.exit_code, FailureKind.PROGRAM_KILLED,
                                   f"{what} after {signal_name(result.shutdown_signal or signal.SIGTERM)} and the grace period")
-        if oom_killed:
+        if result.oom_killed:
             return JobOutcome(result.exit_code, FailureKind.OUT_OF_MEMORY,
-                                  f"{what}; the kernel's OOM killer ran in this container: out of memory")
+                              f"{what}; the kernel's OOM killer ran in its container: out of memory",
+                              result.stderr_tail)
         crash = uncaught_exception_then_crash(result.stderr_tail) if result.shutdown_signal is None else None
         if crash is not None:
             exception, traceback = crash
@@ -189,7 +189,6 @@ class JobView(NamedTuple):
     final_reports: bool = False  # a rank (task) reported that its program ended non-zero
     lost: tuple[str, ...] = ()  # workers lost during the job, the first first
     failed_done: Optional[tuple[str, int]] = None  # the first worker whose own program ended non-zero
-    oom_killed: bool = False  # the kernel's OOM killer ran in this container meanwhile
 
 
 def decide(view: JobView, where: Callable[[RankFailure], str]) -> JobOutcome:
@@ -209,9 +208,9 @@ def decide(view: JobView, where: Callable[[RankFailure], str]) -> JobOutcome:
         ranks = ProcessResult(  # an early report only (its launcher killed by an abort): an uncaught exception
             exit_code=report.exit_code or UNCAUGHT_EXCEPTION_STATUS, term_signal=report.term_signal,
             shutdown_signal=report.shutdown_signal if view.program.shutdown_signal is not None else None,
-            killed_after_grace=report.killed_after_grace, stderr_tail=report.stderr_tail.encode())
-        return describe_program_failure(ranks, where(report), oom_killed=False)._replace(rank=report.rank,
-                                                                                            host=report.host)
+            killed_after_grace=report.killed_after_grace, stderr_tail=report.stderr_tail.encode(),
+            oom_killed=report.oom_killed)
+        return describe_program_failure(ranks, where(report))._replace(rank=report.rank, host=report.host)
     if view.lost:
         what = f"lost worker host {view.lost[0]} during the job"
         if view.program.exit_code != 0:
@@ -222,7 +221,7 @@ def decide(view: JobView, where: Callable[[RankFailure], str]) -> JobOutcome:
         host, status = view.failed_done
         return JobOutcome.failed(status, FailureKind.PROGRAM_ERROR,
                                  f"{view.script} on host {host} ended with status {status}", host=host)
-    return describe_program_failure(view.program, view.program_name, view.oom_killed)
+    return describe_program_failure(view.program, view.program_name)
 
 
 def render(outcome: JobOutcome, failure_file: Path, at_start: FileState, success_file: Optional[Path] = None,
@@ -264,26 +263,3 @@ def report_success(path: Path) -> None:
         write_atomically(path, "")
     except OSError:
         pass
-
-
-CGROUP_OOM_FILES = (Path("/sys/fs/cgroup/memory.events"), Path("/sys/fs/cgroup/memory/memory.oom_control"))
-
-
-def oom_kill_count(files: tuple[Path, ...] = CGROUP_OOM_FILES) -> Optional[int]:
-    """The container's OOM-kill counter (`oom_kill N`, cgroup v2's memory.events or v1's
-    memory.oom_control), to tell an OOM kill from another SIGKILL; None when neither is readable."""
-    for path in files:
-        try:
-            for line in path.read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill":
-                    return int(value)
-        except (OSError, ValueError):
-            continue
-    return None
-
-
-def oom_killed_since(oom_before: Optional[int]) -> bool:
-    """Whether the container's OOM killer ran since the count `oom_before` was taken."""
-    oom_after = oom_kill_count()
-    return oom_before is not None and oom_after is not None and oom_after > oom_before

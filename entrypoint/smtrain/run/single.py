@@ -13,7 +13,7 @@ from ..errors import ExitCode, FailureKind
 from ..proc.progressfile import ProgressFile, dump_stacks
 from ..proc.supervise import supervise
 from .job import HostJob
-from .outcome import SUCCESS, JobOutcome, describe_program_failure, oom_kill_count, oom_killed_since
+from .outcome import SUCCESS, JobOutcome, describe_program_failure
 from .stall import Stall, StallWatch
 from .watchdog import Watchdog
 
@@ -22,7 +22,6 @@ __all__ = ["run_single"]
 
 def run_single(job: HostJob) -> JobOutcome:
     plan = job.plan
-    oom_before = oom_kill_count()
     log(f"host {plan.host}: starting {shlex.join(plan.argv)}")
     env = plan.child_env(job.inherited_env)
     progress = ProgressFile()
@@ -48,7 +47,7 @@ def run_single(job: HostJob) -> JobOutcome:
         return JobOutcome.failed(int(ExitCode.STALLED), FailureKind.STALLED, dog.stall.describe(), host=plan.host)
     if result.exit_code == 0:
         return SUCCESS
-    return describe_program_failure(result, str(plan.program.program_path), oom_killed_since(oom_before))
+    return describe_program_failure(result, str(plan.program.program_path))
 
 
 def _watch_program(job: HostJob, progress: ProgressFile) -> Watchdog:

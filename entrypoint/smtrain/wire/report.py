@@ -27,6 +27,7 @@ class RankFailure(NamedTuple):
     term_signal: Optional[int] = None
     shutdown_signal: Optional[int] = None  # a shutdown signal the rank's launcher received
     killed_after_grace: bool = False
+    oom_killed: bool = False  # final reports: the kernel's OOM killer ended it (read on its host)
 
     def to_fields(self) -> dict[str, Any]:
         return self._asdict()
@@ -48,6 +49,7 @@ class RankFailure(NamedTuple):
                 term_signal=_optional(fields.get("term_signal"), int),
                 shutdown_signal=_optional(fields.get("shutdown_signal"), int),
                 killed_after_grace=bool(fields.get("killed_after_grace", False)),
+                oom_killed=bool(fields.get("oom_killed", False)),
             )
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a rank report: {e}") from None
