@@ -1,9 +1,11 @@
 # TensorFlow + Horovod training image for Amazon SageMaker; entry point `train`. Two flavours:
 #   CPU (builds anywhere):  docker build --build-arg BASE_IMAGE=<debian:bookworm-slim or a local base> --target cpu -t smtrain:cpu .
-#   GPU (CUDA 12.5.1 + cuDNN 9.3, TensorFlow 2.18's own, NCCL, EFA):  docker build --target gpu -t smtrain:gpu .
-# The Python stack is built the same way in both, by scripts/build-stack.sh (and smtrain's native
-# Pipe reader by scripts/build-native.sh); only the final stages
-# are shipped, with no compiler, no pip cache and no apt lists.
+#   GPU (CUDA 12.5.1 + cuDNN 9.3, what TensorFlow 2.21's wheel is built with; NCCL, EFA):  docker build --target gpu -t smtrain:gpu .
+# TensorFlow's version: requirements/tensorflow-version. The Python stack is built the same way in
+# both, by scripts/build-stack.sh (Horovod from source, patched by scripts/patch-horovod-build.py;
+# smtrain's native Pipe reader by scripts/build-native.sh); smdebug's readers get an environment of
+# their own (/opt/smtrain/smdebug). Only the final stages are shipped, with no compiler, no pip
+# cache and no apt lists.
 ARG BASE_IMAGE=debian:bookworm-slim
 ARG CUDA_DEVEL_IMAGE=nvidia/cuda:12.5.1-cudnn-devel-ubuntu22.04
 ARG CUDA_RUNTIME_IMAGE=nvidia/cuda:12.5.1-cudnn-runtime-ubuntu22.04
@@ -17,8 +19,11 @@ RUN apt-get update \
       openmpi-bin libopenmpi-dev ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 COPY requirements/ /src/requirements/
-COPY scripts/build-stack.sh /src/scripts/
+COPY scripts/build-stack.sh scripts/patch-horovod-build.py /src/scripts/
 RUN /src/scripts/build-stack.sh /usr/bin/python3 /opt/smtrain/venv /src/requirements/stack.txt
+RUN python3 -m venv /opt/smtrain/smdebug \
+ && /opt/smtrain/smdebug/bin/pip install -q -r /src/requirements/smdebug.txt \
+ && find /opt/smtrain/smdebug -name __pycache__ -prune -exec rm -rf {} +
 COPY scripts/patch-horovod.py /src/scripts/
 RUN /opt/smtrain/venv/bin/python /src/scripts/patch-horovod.py
 # smtrain's native tf.data op for Pipe mode, against this TensorFlow (smtrain.data.native)
@@ -43,6 +48,7 @@ COPY docker/ssh_config /etc/ssh/ssh_config.d/smtrain.conf
 COPY docker/openmpi-mca-params.conf /etc/openmpi/openmpi-mca-params.conf
 COPY docker/modeltrainer-hook.sh /opt/smtrain/modeltrainer-hook.sh
 COPY --from=build /opt/smtrain/venv /opt/smtrain/venv
+COPY --from=build /opt/smtrain/smdebug /opt/smtrain/smdebug
 # BASH_ENV: SDK v3's ModelTrainer starts the container with its own bash script; that bash runs `train`
 ENV PATH=/opt/smtrain/venv/bin:$PATH \
     BASH_ENV=/opt/smtrain/modeltrainer-hook.sh \
@@ -62,7 +68,10 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv python3-dev g++ make cmake \
  && install-efa.sh "${EFA_INSTALLER_VERSION}"
 COPY requirements/ /src/requirements/
-COPY scripts/build-stack.sh /src/scripts/
+COPY scripts/build-stack.sh scripts/patch-horovod-build.py /src/scripts/
+RUN python3 -m venv /opt/smtrain/smdebug \
+ && /opt/smtrain/smdebug/bin/pip install -q -r /src/requirements/smdebug.txt \
+ && find /opt/smtrain/smdebug -name __pycache__ -prune -exec rm -rf {} +
 # NCCL operations for allreduce/allgather/broadcast; kernels for V100, T4, A100, A10G, L4 and H100.
 RUN PATH=/opt/amazon/openmpi/bin:$PATH HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED \
     HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_BUILD_CUDA_CC_LIST=70,75,80,86,89,90 \
@@ -92,6 +101,7 @@ COPY docker/openmpi-mca-params.conf /opt/amazon/openmpi/etc/openmpi-mca-params.c
 COPY docker/nccl.conf /etc/nccl.conf
 COPY docker/modeltrainer-hook.sh /opt/smtrain/modeltrainer-hook.sh
 COPY --from=gpu-build /opt/smtrain/venv /opt/smtrain/venv
+COPY --from=gpu-build /opt/smtrain/smdebug /opt/smtrain/smdebug
 ENV PATH=/opt/smtrain/venv/bin:/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:$PATH \
     BASH_ENV=/opt/smtrain/modeltrainer-hook.sh \
     LD_LIBRARY_PATH=/opt/amazon/openmpi/lib:/opt/amazon/efa/lib:/opt/amazon/aws-ofi-nccl/lib:$LD_LIBRARY_PATH \

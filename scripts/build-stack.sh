@@ -4,29 +4,43 @@
 #
 #   scripts/build-stack.sh PYTHON VENV REQUIREMENTS_FILE...
 #
-# HOROVOD_GPU_OPERATIONS=NCCL in the environment adds Horovod's NCCL operations (the GPU flavour);
-# mpicc must be on PATH (Horovod links against the MPI it finds). The build is checked: MPI and
-# Gloo always, NCCL operations when asked for.
+# TensorFlow comes in the version of requirements/tensorflow-version (beside the first requirements
+# file): tensorflow-cpu, or the GPU wheel `tensorflow` when HOROVOD_GPU_OPERATIONS=NCCL is in the
+# environment (the GPU flavour, which also adds Horovod's NCCL operations); tf-keras in the same
+# version. Horovod is built from its released source, patched by scripts/patch-horovod-build.py
+# (beside this script) for that TensorFlow. mpicc must be on PATH (Horovod links against the MPI it
+# finds). The build is checked: MPI and Gloo always, NCCL operations when asked for.
 set -euo pipefail
 
 [ $# -ge 3 ] || { echo "usage: $0 PYTHON VENV REQUIREMENTS_FILE..." >&2; exit 2; }
 python=$1 venv=$2
 shift 2
+here=$(cd "$(dirname "$0")" && pwd)
+tf_version=$(grep -v '^#' "$(dirname "$1")/tensorflow-version" | tr -d '[:space:]')
+horovod_version=0.28.1
 requirements=()
 for file in "$@"; do requirements+=(-r "$file"); done
+tf_wheel=tensorflow-cpu
+[ "${HOROVOD_GPU_OPERATIONS:-}" = NCCL ] && tf_wheel=tensorflow
 
 rm -rf "$venv"
 "$python" -m venv "$venv"
 py="$venv/bin/python"
 "$py" -m pip install -q --upgrade pip==24.3.1 setuptools==75.6.0 wheel==0.45.1
-"$py" -m pip install -q "${requirements[@]}"
+"$py" -m pip install -q "$tf_wheel==$tf_version" "${requirements[@]}"
 # tf-keras without its dependencies: it would otherwise pull a second TensorFlow (the GPU wheel).
-"$py" -m pip install -q --no-deps tf-keras==2.18.0
-# Horovod against the installed TensorFlow, with MPI and Gloo; no build isolation so it sees TF.
+"$py" -m pip install -q --no-deps "tf-keras==$tf_version"
+# Horovod from its released source, patched for this TensorFlow, against the installed TensorFlow with
+# MPI and Gloo; no build isolation so it sees TF.
+source=$(mktemp -d)
+"$py" -m pip download -q --no-deps --no-binary :all: -d "$source" "horovod==$horovod_version"
+tar -xzf "$source/horovod-$horovod_version.tar.gz" -C "$source"
+"$py" "$here/patch-horovod-build.py" "$source/horovod-$horovod_version"
 HOROVOD_WITH_TENSORFLOW=1 HOROVOD_WITH_MPI=1 HOROVOD_WITH_GLOO=1 \
 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_WITHOUT_MXNET=1 \
 MAKEFLAGS="-j$(nproc)" \
-  "$py" -m pip install -q --no-build-isolation --no-cache-dir horovod==0.28.1
+  "$py" -m pip install -q --no-build-isolation --no-cache-dir "$source/horovod-$horovod_version"
+rm -rf "$source"
 # Horovod's Keras API against tf_keras is patched afterwards, in a step of its own (scripts/patch-horovod.py).
 "$py" - <<'PY'
 import os

@@ -34,9 +34,10 @@ install_apt_packages() {
 
 fingerprint() { sha256sum | cut -c1-16; }
 
-# What forces a full rebuild (Horovod compiles against this TensorFlow): the TF pin and the recipe.
+# What forces a full rebuild (Horovod compiles against this TensorFlow): the TF version and the recipe.
 core_fingerprint() {
-  { grep -E '^tensorflow' "$here/requirements/stack.txt"; cat "$here/scripts/build-stack.sh"; } | fingerprint
+  cat "$here/requirements/tensorflow-version" "$here/scripts/build-stack.sh" "$here/scripts/patch-horovod-build.py" \
+    | fingerprint
 }
 # What an incremental `pip install` brings up to date.
 packages_fingerprint() { cat "$here"/requirements/*.txt | fingerprint; }
@@ -59,18 +60,20 @@ build_native_if_changed() {
   "$here/scripts/build-native.sh" "$venv"
 }
 
-# The SageMaker SDKs (v2 and v3) as users install them, each in a virtual environment of its own beside
-# the stack's (their pins conflict with it and with each other); rebuilt when its requirements change.
-install_sdks() {
-  local sdk want
-  for sdk in sdk2 sdk3; do
-    want=$(fingerprint <"$here/tests/sdk/requirements-$sdk.txt")
-    [ "$(cat "/opt/smtrain/$sdk/.fingerprint" 2>/dev/null)" = "$want" ] && continue
-    log "installing the SageMaker SDK for the local-mode tests in /opt/smtrain/$sdk"
-    rm -rf "/opt/smtrain/$sdk"
-    /usr/bin/python3 -m venv "/opt/smtrain/$sdk"
-    "/opt/smtrain/$sdk/bin/python" -m pip install -q -r "$here/tests/sdk/requirements-$sdk.txt"
-    echo "$want" >"/opt/smtrain/$sdk/.fingerprint"
+# Packages whose pins conflict with the stack's and with each other, each in a virtual environment of
+# its own beside it, rebuilt when its requirements change: the SageMaker SDKs (v2 and v3) as users
+# install them, for the local-mode tests; smdebug's readers (as in the image).
+install_side_environments() {
+  local name requirements want
+  for name in sdk2:tests/sdk/requirements-sdk2.txt sdk3:tests/sdk/requirements-sdk3.txt smdebug:requirements/smdebug.txt; do
+    requirements="$here/${name#*:}" name=${name%%:*}
+    want=$(fingerprint <"$requirements")
+    [ "$(cat "/opt/smtrain/$name/.fingerprint" 2>/dev/null)" = "$want" ] && continue
+    log "installing ${requirements#"$here"/} in /opt/smtrain/$name"
+    rm -rf "/opt/smtrain/$name"
+    /usr/bin/python3 -m venv "/opt/smtrain/$name"
+    "/opt/smtrain/$name/bin/python" -m pip install -q -r "$requirements"
+    echo "$want" >"/opt/smtrain/$name/.fingerprint"
   done
 }
 
@@ -94,7 +97,7 @@ main() {
   # Horovod's Keras API on tf_keras: idempotent, about two seconds (it checks the patched modules import).
   "$venv/bin/python" "$here/scripts/patch-horovod.py" >/dev/null
   build_native_if_changed
-  install_sdks
+  install_side_environments
   # This checkout itself: pure Python, a few seconds. setuptools' build folder is removed first: it
   # keeps modules that were moved or deleted since, and would install them again.
   rm -rf "$here/build/lib" "$here"/build/bdist.*

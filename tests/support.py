@@ -17,6 +17,9 @@ BIN = Path(sys.executable).parent
 TRAIN = str(BIN / "train")
 # sagemaker-training's own `train` console script is shadowed by ours in this environment; call its main.
 ORACLE = [sys.executable, "-c", "from sagemaker_training.cli.train import main; main()"]
+# smdebug 1.0.34 in an environment of its own (requirements/smdebug.txt; its protobuf 3.20 pin conflicts
+# with TensorFlow's), and the script that reads with it (tests/programs/smdebug_read.py).
+SMDEBUG_READ = ["/opt/smtrain/smdebug/bin/python", str(Path(__file__).resolve().parent / "programs" / "smdebug_read.py")]
 
 
 @dataclasses.dataclass
@@ -86,7 +89,7 @@ def run_train(
 
 
 def run_oracle(tree: Tree, env: Mapping[str, str], hosts: Sequence[str], timeout: float = 120) -> subprocess.CompletedProcess:
-    """sagemaker-training 4.9.0's real `train`, in a private mount namespace whose /etc/hosts names the
+    """sagemaker-training's real `train` (5.1.4, requirements/common.txt), in a private mount namespace whose /etc/hosts names the
     job's hosts (it waits until every host name resolves)."""
     hosts_file = tree.base.parent / f"{tree.base.name}.hosts"
     hosts_file.write_text("127.0.0.1 localhost\n" + "".join(f"127.0.0.1 {h}\n" for h in hosts))

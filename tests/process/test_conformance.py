@@ -1,4 +1,4 @@
-"""The program gets the same SM_* environment and arguments from `train` as from sagemaker-training 4.9.0.
+"""The program gets the same SM_* environment and arguments from `train` as from sagemaker-training 5.1.4.
 
 The oracle is sagemaker-training's real `train`, run on the same tree with the same program; both
 runs record what the program saw. Deliberate differences (README, "Differences from
@@ -55,6 +55,11 @@ CASES = {
     "program-from-env": dict(env={"SAGEMAKER_PROGRAM": "train.py", "TRAINING_JOB_NAME": "tj-1",
                                   "AWS_DEFAULT_REGION": "us-east-2", "SAGEMAKER_TRAINING_MODULE": ""},
                              hyperparameters={"a": "1"}),
+    # GB200 UltraServer clusters: resourceconfig.json's topology, host by host (SM_TOPOLOGY, sagemaker-training 5.1)
+    "ultraserver-topology": dict(hosts=("algo-1", "algo-2", "algo-3"), current_host="algo-2", resource_extra={
+        "current_instance_type": "ml.p6e-gb200.36xlarge",
+        "topology": [{"hostName": "algo-1", "capacityUnitId": "cu-1"}, {"hostName": "algo-2", "capacityUnitId": "cu-1"},
+                     {"hostName": "algo-3", "capacityUnitId": "cu-2"}]}, hyperparameters={"epochs": "1"}),
     "model-parallel-env": dict(env={"SM_HP_MP_PARAMETERS": '{"partitions": 2}'}, hyperparameters={"b": '"2"'}),
 }
 

@@ -15,7 +15,7 @@ import pytest
 from smtrain.metrics import metric_line
 from smtrain.profiler.monitor import EventWriter, Sample
 from smtrain.profiler.rules import load_series
-from tests.support import TRAIN, make_tree, run_train
+from tests.support import SMDEBUG_READ, TRAIN, make_tree, run_train
 
 BUSY = """
 import multiprocessing, time
@@ -48,20 +48,19 @@ def _monitor_pids(base: Path) -> list[int]:
 
 
 def test_smdebug_reads_the_files_and_gets_the_values_written(tmp_path: Path) -> None:
-    from smdebug.profiler.system_metrics_reader import LocalSystemMetricsReader
-
     writer = EventWriter(tmp_path, "algo-1")
     start = time.time() - 5
     for i in range(10):
         writer.add([Sample("cpu", "cpu0", "CPUUtilization", 10.0 + i), Sample("gpu", "gpu0", "GPUUtilization", 50.0 + i),
                     Sample("memory", "MemoryUsedPercent", "Memory", 33.0)], start + i * 0.5)
     writer.flush()
-    reader = LocalSystemMetricsReader(str(tmp_path))
-    events = reader.get_events(int(start * 1e6) - 10**6, int((start + 10) * 1e6))
-    got = sorted((e.name, e.dimension, e.value, e.node_id) for e in events)
+    done = subprocess.run([*SMDEBUG_READ, "system", str(tmp_path), str(int(start * 1e6) - 10**6),
+                           str(int((start + 10) * 1e6))], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    got = sorted(tuple(e) for e in json.loads(done.stdout))
     assert ("cpu0", "CPUUtilization", 19.0, "algo-1") in got and ("gpu0", "GPUUtilization", 50.0, "algo-1") in got
-    assert len([e for e in events if e.dimension == "CPUUtilization"]) == 10
-    assert sorted(e.value for e in events if e.name == "gpu0") == [50.0 + i for i in range(10)]
+    assert len([e for e in got if e[1] == "CPUUtilization"]) == 10
+    assert sorted(e[2] for e in got if e[0] == "gpu0") == [50.0 + i for i in range(10)]
 
 
 @pytest.mark.parametrize("program,busy", [(BUSY, True), ("import time\ntime.sleep(3)\n", False)])

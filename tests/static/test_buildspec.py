@@ -42,7 +42,9 @@ def test_every_flavour_is_tagged_with_version_and_commit_tested_then_pushed() ->
     pushes = {c for c in post if c.startswith("docker push")}
     for flavour in flavours:
         assert f"--target {flavour} " in build
-        assert f'-t "$IMAGE:$VERSION-{flavour}"' in build and f'-t "$IMAGE:$VERSION-{flavour}-$COMMIT"' in build
-        assert f'SMTRAIN_IMAGE="$IMAGE:$VERSION-{flavour}-$COMMIT" python3 -m pytest' in build
-        assert {f'docker push "$IMAGE:$VERSION-{flavour}-$COMMIT"', f'docker push "$IMAGE:$VERSION-{flavour}"'} <= pushes
+        assert f'-t "$IMAGE:$TAG-{flavour}"' in build and f'-t "$IMAGE:$TAG-{flavour}-$COMMIT"' in build
+        assert f'SMTRAIN_IMAGE="$IMAGE:$TAG-{flavour}-$COMMIT" python3 -m pytest' in build
+        assert {f'docker push "$IMAGE:$TAG-{flavour}-$COMMIT"', f'docker push "$IMAGE:$TAG-{flavour}"'} <= pushes
     assert len(pushes) == 2 * len(flavours)
+    # the tag names the package's version and TensorFlow's (requirements/tensorflow-version): 0.2.0-tf2.21.0-cpu
+    assert 'TAG="$VERSION-tf$(tr -d \'[:space:]\' < requirements/tensorflow-version)"' in _commands("pre_build")

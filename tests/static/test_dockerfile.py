@@ -42,10 +42,11 @@ def test_shell_scripts_are_shellcheck_clean() -> None:
 
 
 def _tensorflow_cuda_pins() -> dict[str, str]:
-    """The CUDA wheels TensorFlow's `and-cuda` extra pins: the CUDA and cuDNN its wheel was built with."""
+    """The CUDA wheels TensorFlow's `and-cuda` extra asks for (`==` up to 2.18, `>=` lower bounds
+    since): the CUDA and cuDNN its wheel was built with."""
     pins = {}
     for requirement in metadata.requires("tensorflow-cpu") or []:
-        match = re.match(r"(nvidia-[\w-]+) ?==([\d.]+) ?; extra == .and-cuda.", requirement)
+        match = re.match(r"(nvidia-[\w-]+) ?[^;]*?(?:==|>=)([\d.]+)[^;]*; extra == .and-cuda.", requirement)
         if match:
             pins[match.group(1)] = match.group(2)
     assert pins, "tensorflow-cpu declares no and-cuda pins"
@@ -70,13 +71,16 @@ def test_gpu_base_images_carry_the_cuda_tensorflow_was_built_with() -> None:
     assert pins["nvidia-cudnn-cu12"].startswith("9.")
 
 
-def test_gpu_stack_pins_the_same_tensorflow_as_the_cpu_stack() -> None:
-    cpu = (REPO / "requirements" / "stack.txt").read_text()
-    gpu = (REPO / "requirements" / "stack-gpu.txt").read_text()
-    cpu_tf = re.search(r"^tensorflow-cpu==(\S+)$", cpu, re.M)
-    gpu_tf = re.search(r"^tensorflow==(\S+)$", gpu, re.M)
-    assert cpu_tf and gpu_tf and cpu_tf.group(1) == gpu_tf.group(1) == metadata.version("tensorflow-cpu")
-    assert "-r common.txt" in cpu and "-r common.txt" in gpu
+def test_tensorflow_is_pinned_in_one_place_for_both_flavours() -> None:
+    """requirements/tensorflow-version names the release; no requirements file pins TensorFlow or
+    tf-keras itself (scripts/build-stack.sh installs both in that version, by flavour)."""
+    version = (REPO / "requirements" / "tensorflow-version").read_text().strip()
+    assert re.fullmatch(r"\d+\.\d+\.\d+", version) and version == metadata.version("tensorflow-cpu") \
+        == metadata.version("tf-keras")
+    for path in (REPO / "requirements").glob("*.txt"):
+        assert not re.search(r"^(tensorflow|tensorflow-cpu|tf-keras)\b", path.read_text(), re.M), path
+    for flavour in ("stack.txt", "stack-gpu.txt"):
+        assert "-r common.txt" in (REPO / "requirements" / flavour).read_text()
 
 
 def test_gpu_images_python_is_one_tensorflow_supports() -> None:

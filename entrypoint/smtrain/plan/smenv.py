@@ -1,4 +1,4 @@
-"""The `SM_*` environment a program gets, computed exactly as sagemaker-training 4.9.0's
+"""The `SM_*` environment a program gets, computed exactly as sagemaker-training 5.1.4's
 `Environment.to_env_vars()` would for the same inputs (the conformance tests use it as the oracle).
 
 Pure: a function of the config and the host facts.
@@ -87,6 +87,8 @@ def training_env(config: TrainingConfig, facts: HostFacts) -> dict[str, Any]:
         "output_dir": str(paths.output_dir),
         "output_intermediate_dir": str(paths.output_intermediate_dir),
         "resource_config": rc,
+        # hosts and their capacity units on GB200 UltraServer clusters (sagemaker-training 5.1), else []
+        "topology": rc.get("topology", []),
         "user_entry_point": program_env or decoded.get("sagemaker_program"),
     }
 
@@ -127,6 +129,8 @@ def sm_env_vars(config: TrainingConfig, facts: HostFacts) -> dict[str, str]:
         "user_args": to_cmd_args(te["hyperparameters"]),
         "output_intermediate_dir": te["output_intermediate_dir"],
     }
+    if te["topology"]:  # SM_TOPOLOGY only where resourceconfig.json has one
+        fields["topology"] = te["topology"]
     for name, path in te["channel_input_dirs"].items():
         fields[f"channel_{name}"] = path
     for key, value in te["hyperparameters"].items():
