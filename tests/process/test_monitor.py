@@ -54,10 +54,11 @@ def test_smdebug_reads_the_files_and_gets_the_values_written(tmp_path: Path) -> 
         writer.add([Sample("cpu", "cpu0", "CPUUtilization", 10.0 + i), Sample("gpu", "gpu0", "GPUUtilization", 50.0 + i),
                     Sample("memory", "MemoryUsedPercent", "Memory", 33.0)], start + i * 0.5)
     writer.flush()
-    done = subprocess.run([*SMDEBUG_READ, "system", str(tmp_path), str(int(start * 1e6) - 10**6),
+    out = tmp_path / "read.json"
+    done = subprocess.run([*SMDEBUG_READ, str(out), "system", str(tmp_path), str(int(start * 1e6) - 10**6),
                            str(int((start + 10) * 1e6))], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
-    got = sorted(tuple(e) for e in json.loads(done.stdout))
+    got = sorted(tuple(e) for e in json.loads(out.read_text()))
     assert ("cpu0", "CPUUtilization", 19.0, "algo-1") in got and ("gpu0", "GPUUtilization", 50.0, "algo-1") in got
     assert len([e for e in got if e[1] == "CPUUtilization"]) == 10
     assert sorted(e[2] for e in got if e[0] == "gpu0") == [50.0 + i for i in range(10)]
