@@ -6,7 +6,11 @@ The script is Horovod's (Apache 2.0), not this repository's: download `tensorflo
 from the `tensorflow2` examples of Horovod's GitHub repository (tag v0.28.1), and pass its path.
 
     /opt/smtrain/venv/bin/python benchmarks/bench_hvd_synthetic.py --script PATH [--rounds 3]
-        [--model MobileNetV2] [--batch-size 32]
+        [--model MobileNetV2] [--batch-size 32] [--launchers train,mpirun,horovodrun] [--train-env K=V ...]
+
+`--train-env` sets variables for `train` alone (e.g. `OMP_NUM_THREADS=2 TF_NUM_INTRAOP_THREADS=2
+TF_NUM_INTEROP_THREADS=2` to undo its CPU thread split, `SM_SYSTEM_MONITOR=off`), to find where a
+difference comes from.
 
 Every launcher runs the same argv with TF_USE_LEGACY_KERAS=1 (the image's setting). Prints each
 run's total img/s, then the medians and `train` against the better of the other two.
@@ -44,7 +48,7 @@ def _total(output: str, what: str) -> float:
     return float(found[-1])
 
 
-def run_train(base: Path, script: Path, script_args: dict[str, str]) -> float:
+def run_train(base: Path, script: Path, script_args: dict[str, str], extra_env: dict[str, str]) -> float:
     shutil.rmtree(base, ignore_errors=True)
     (base / "input" / "config").mkdir(parents=True)
     hyperparameters = {"sagemaker_program": json.dumps(script.name), "sagemaker_submit_directory": json.dumps(str(script.parent)),
@@ -54,7 +58,7 @@ def run_train(base: Path, script: Path, script_args: dict[str, str]) -> float:
                "hyperparameters.json": hyperparameters, "inputdataconfig.json": {}}
     for name, content in configs.items():
         (base / "input" / "config" / name).write_text(json.dumps(content))
-    done = subprocess.run([str(BIN / "train")], env=_env(SAGEMAKER_BASE_DIR=str(base), SM_CONTROL_PORT="17410"),
+    done = subprocess.run([str(BIN / "train")], env=_env(SAGEMAKER_BASE_DIR=str(base), SM_CONTROL_PORT="17410", **extra_env),
                           capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         raise RuntimeError(f"train exited {done.returncode}:\n{done.stderr[-3000:]}")
@@ -76,32 +80,36 @@ def main() -> None:
     parser.add_argument("--model", default="MobileNetV2")
     parser.add_argument("--batch-size", default="32")
     parser.add_argument("--iters", default="5")
+    parser.add_argument("--launchers", default="train,mpirun,horovodrun")
+    parser.add_argument("--train-env", nargs="*", default=[], metavar="K=V")
     args = parser.parse_args()
+    train_env = dict(item.split("=", 1) for item in args.train_env)
     script = args.script.resolve()
     script_args = {"model": args.model, "batch-size": args.batch_size, "num-warmup-batches": "3",
                    "num-batches-per-iter": "3", "num-iters": args.iters}
     base = Path(tempfile.mkdtemp(prefix="bench-hvd-synthetic-")) / "ml"
     launchers = {
-        "train": lambda: run_train(base, script, script_args),
+        "train": lambda: run_train(base, script, script_args, train_env),
         "mpirun": lambda: run_direct([shutil.which("mpirun") or "mpirun", "--allow-run-as-root", "-np", "2",
                                       "-x", "TF_USE_LEGACY_KERAS"], script, script_args),
         "horovodrun": lambda: run_direct([str(BIN / "horovodrun"), "-np", "2"], script, script_args),
     }
-    results: dict[str, list[float]] = {name: [] for name in launchers}
-    order = list(launchers)
+    order = args.launchers.split(",")
+    results: dict[str, list[float]] = {name: [] for name in order}
     for round_number in range(args.rounds):
-        for name in order[round_number % 3:] + order[:round_number % 3]:
+        for name in order[round_number % len(order):] + order[:round_number % len(order)]:
             value = launchers[name]()
             results[name].append(value)
             print(f"round {round_number + 1}: {name} {value:.1f} img/s", flush=True)
     shutil.rmtree(base.parent, ignore_errors=True)
     medians = {name: statistics.median(values) for name, values in results.items()}
-    best_other = max(medians["mpirun"], medians["horovodrun"])
     for name, values in results.items():
         print(f"{name}: median {medians[name]:.1f} img/s ({min(values):.1f}-{max(values):.1f})")
-    print_figures({"hvd_synthetic_train_img_s": medians["train"], "hvd_synthetic_mpirun_img_s": medians["mpirun"],
-                   "hvd_synthetic_horovodrun_img_s": medians["horovodrun"],
-                   "hvd_synthetic_train_vs_best_other": medians["train"] / best_other})
+    figures = {f"hvd_synthetic_{name}_img_s": value for name, value in medians.items()}
+    others = [value for name, value in medians.items() if name != "train"]
+    if "train" in medians and others:
+        figures["hvd_synthetic_train_vs_best_other"] = medians["train"] / max(others)
+    print_figures(figures)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Measures, interleaved in one run on the same /opt/ml tree and the same tiny program:
   plain     python program.py                 (the floor)
   train     this toolkit's `train`
-  oracle    sagemaker-training 4.9.0's `train`
+  oracle    sagemaker-training's `train` (5.1.4, requirements/common.txt)
 and prints medians, the overhead over plain python and the ratios.
 
     /opt/smtrain/venv/bin/python benchmarks/bench_startup.py [--runs 30]
@@ -78,7 +78,7 @@ def main() -> None:
     median = {name: statistics.median(values) * 1000 for name, values in samples.items()}
     print(f"time from start to the program's first output line, median of {args.runs} runs (ms)")
     print(f"{'launcher':<28}{'median':>9}{'p90':>9}{'over plain':>12}{'ratio':>8}")
-    labels = {"plain": "python program.py", "train": "train (this toolkit)", "oracle": "sagemaker-training 4.9.0"}
+    labels = {"plain": "python program.py", "train": "train (this toolkit)", "oracle": "sagemaker-training 5.1.4"}
     for name in commands:
         p90 = sorted(samples[name])[int(0.9 * (len(samples[name]) - 1))] * 1000
         print(f"{labels[name]:<28}{median[name]:>9.1f}{p90:>9.1f}{median[name] - median['plain']:>12.1f}"

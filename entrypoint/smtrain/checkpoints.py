@@ -28,8 +28,8 @@ there (for a tf.train.Checkpoint: the index and each data shard): a write that f
 an I/O error, TensorFlow's asynchronous writer failing in its own thread - raises
 `CheckpointWriteError` from `save()` or `wait()` (naming the folder, the free space and the sizes),
 and its folder is removed at once. Before writing, the store prunes what keep-last-N would prune after
-it, so a save that fits once the oldest checkpoint goes does not fail; the newest is never removed
-to make room.
+it when the free space is short of the newest checkpoint's size, so a save that fits once the oldest
+checkpoint goes does not fail; the newest is never removed to make room.
 
 At start the newest checkpoint that loads is restored: one whose manifest, sizes or CRCs do not check
 out (e.g. half-synced from S3), that lists no files, or whose restore raises is skipped with a
@@ -133,6 +133,10 @@ def _async_options() -> Any:
 
     return tf.train.CheckpointOptions(enable_async=True)
 
+
+# A save prunes first when free space < ROOM_MARGIN x the newest checkpoint + ROOM_SLACK_BYTES.
+ROOM_MARGIN = 1.25
+ROOM_SLACK_BYTES = 1 << 20
 
 # Background saves that failed and that no save() or wait() has raised yet (see _exit_if_unreported).
 _UNREPORTED: list[CheckpointWriteError] = []
@@ -351,10 +355,17 @@ class CheckpointStore(CheckpointFolder):
         self.clean_incomplete()
 
     def _make_room(self, replacing: bool) -> None:
-        """Before a save: remove what the prune after it would remove anyway (the oldest beyond
-        keep-1, or beyond keep when the save replaces a checkpoint of the same step) and torn
-        folders, so that a disk with room for `keep` checkpoints takes the next; never the newest."""
-        self._prune(max(1, self.keep - (0 if replacing else 1)))
+        """Before a save: when the free space is short of what the newest checkpoint holds (the next
+        is about as large), remove what the prune after the save would remove anyway (the oldest
+        beyond keep-1, or beyond keep when the save replaces a checkpoint of the same step), so that
+        a disk with room for `keep` checkpoints takes the next; never the newest. Torn folders go
+        always. With room to spare, pruning stays after the save (deleting fsynced files costs
+        milliseconds, which an asynchronous save keeps off the training step)."""
+        self.clean_incomplete()
+        newest = self.checkpoints()[-1:]
+        free = free_bytes(self.directory)
+        if newest and (free is None or free < ROOM_MARGIN * folder_bytes(newest[0].path) + ROOM_SLACK_BYTES):
+            self._prune(max(1, self.keep - (0 if replacing else 1)))
 
     def restore(self, state: Optional[Any] = None) -> Optional[Checkpoint]:
         """Load the newest checkpoint that loads into `state` (e.g. a tf.train.Checkpoint; its
