@@ -6,9 +6,10 @@ The script is Horovod's (Apache 2.0), not this repository's: download `tensorflo
 from the `tensorflow2` examples of Horovod's GitHub repository (tag v0.28.1), and pass its path.
 
     /opt/smtrain/venv/bin/python benchmarks/bench_hvd_synthetic.py --script PATH [--rounds 3]
-        [--model MobileNetV2] [--batch-size 32] [--launchers train,mpirun,horovodrun] [--train-env K=V ...]
+        [--model MobileNetV2] [--batch-size 32] [--launchers train,mpirun,horovodrun] [--train-env K=V ...] [--train-mpi-options OPTS]
 
-`--train-env` sets variables for `train` alone (e.g. `OMP_NUM_THREADS=2 TF_NUM_INTRAOP_THREADS=2
+`--train-mpi-options` gives `train` the hyperparameter `sagemaker_mpi_custom_mpi_options` (e.g.
+`"--bind-to core"`, plain mpirun's binding for 2 ranks). `--train-env` sets variables for `train` alone (e.g. `OMP_NUM_THREADS=2 TF_NUM_INTRAOP_THREADS=2
 TF_NUM_INTEROP_THREADS=2` to undo its CPU thread split, `SM_SYSTEM_MONITOR=off`), to find where a
 difference comes from.
 
@@ -48,12 +49,15 @@ def _total(output: str, what: str) -> float:
     return float(found[-1])
 
 
-def run_train(base: Path, script: Path, script_args: dict[str, str], extra_env: dict[str, str]) -> float:
+def run_train(base: Path, script: Path, script_args: dict[str, str], extra_env: dict[str, str],
+              mpi_options: str) -> float:
     shutil.rmtree(base, ignore_errors=True)
     (base / "input" / "config").mkdir(parents=True)
     hyperparameters = {"sagemaker_program": json.dumps(script.name), "sagemaker_submit_directory": json.dumps(str(script.parent)),
                        "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2",
                        **{k: json.dumps(v) for k, v in script_args.items()}}
+    if mpi_options:
+        hyperparameters["sagemaker_mpi_custom_mpi_options"] = json.dumps(mpi_options)
     configs = {"resourceconfig.json": {"current_host": "algo-1", "hosts": ["algo-1"]},
                "hyperparameters.json": hyperparameters, "inputdataconfig.json": {}}
     for name, content in configs.items():
@@ -82,6 +86,7 @@ def main() -> None:
     parser.add_argument("--iters", default="5")
     parser.add_argument("--launchers", default="train,mpirun,horovodrun")
     parser.add_argument("--train-env", nargs="*", default=[], metavar="K=V")
+    parser.add_argument("--train-mpi-options", default="")
     args = parser.parse_args()
     train_env = dict(item.split("=", 1) for item in args.train_env)
     script = args.script.resolve()
@@ -89,7 +94,7 @@ def main() -> None:
                    "num-batches-per-iter": "3", "num-iters": args.iters}
     base = Path(tempfile.mkdtemp(prefix="bench-hvd-synthetic-")) / "ml"
     launchers = {
-        "train": lambda: run_train(base, script, script_args, train_env),
+        "train": lambda: run_train(base, script, script_args, train_env, args.train_mpi_options),
         "mpirun": lambda: run_direct([shutil.which("mpirun") or "mpirun", "--allow-run-as-root", "-np", "2",
                                       "-x", "TF_USE_LEGACY_KERAS"], script, script_args),
         "horovodrun": lambda: run_direct([str(BIN / "horovodrun"), "-np", "2"], script, script_args),

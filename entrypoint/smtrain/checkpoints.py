@@ -150,7 +150,8 @@ def _exit_if_unreported() -> None:
     exception would, rather than letting a job whose last checkpoint was lost succeed."""
     if _UNREPORTED:
         traceback.print_exception(_UNREPORTED[0])
-        sys.stderr.flush()
+        for stream in (sys.stdout, sys.stderr):  # os._exit does not flush what the program printed
+            stream.flush()
         os._exit(1)
 
 

@@ -73,6 +73,7 @@ def test_an_asynchronous_save_that_fails_as_the_program_exits_fails_the_job_by_n
                                    + FILL.read_text())
     done = subprocess.run([TRAIN], env=tree.env(SM_SYSTEM_MONITOR="off"), capture_output=True, timeout=120, text=True)
     assert done.returncode == 1, done.stderr[-2000:]
+    assert "exiting without wait()" in done.stdout  # what the program printed is not lost
     failure = tree.failure.read_text()
     assert failure.startswith("smtrain.checkpoints.CheckpointWriteError: program "), failure
     assert f"checkpoint step 3 was not saved in {small_disk}" in failure, failure

@@ -34,6 +34,7 @@ for step in range(start + 1, start + 8):
         store.save(step, state, pipe_positions=positions)
         if mode == "async-exit":
             if step == start + 3:
+                print("exiting without wait()")  # buffered: must still reach stdout
                 sys.exit(0)  # no wait(): the interpreter's exit waits for the save in flight
             continue
         store.wait()
