@@ -43,7 +43,6 @@ class Checkpoint(NamedTuple):
     pipes: tuple[Mapping[str, PipePosition], ...]  # per rank (rank 0 first)
     extra: Mapping[str, Any]
     files: frozenset[str] = frozenset()  # what the manifest lists, relative to `path`
-    state: Optional[str] = None  # the prefix a saver (`.write(prefix)`) wrote, when one did
 
     def position(self, channel: str, rank: int = 0) -> Optional[PipePosition]:
         """Rank `rank`'s position in `channel`, if this checkpoint has one."""
@@ -142,7 +141,7 @@ class CheckpointFolder:
         except (OSError, ValueError, KeyError, TypeError) as e:
             self._warn_once(str(path), f"ignoring damaged checkpoint {path}: {e}")
             return None
-        return Checkpoint(step, path, pipes, manifest.get("extra", {}), frozenset(manifest["files"]), state)
+        return Checkpoint(step, path, pipes, manifest.get("extra", {}), frozenset(manifest["files"]))
 
     def checkpoints(self) -> list[Checkpoint]:
         """Every complete checkpoint that checks out (sizes), oldest first."""
