@@ -16,7 +16,7 @@ FROM ${BASE_IMAGE} AS build
 ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv python3-dev g++ make cmake \
-      openmpi-bin libopenmpi-dev ca-certificates \
+      openmpi-bin libopenmpi-dev ca-certificates libcurl4-openssl-dev libssl-dev libexpat1-dev nlohmann-json3-dev \
  && rm -rf /var/lib/apt/lists/*
 COPY requirements/ /src/requirements/
 COPY scripts/build-stack.sh scripts/patch-horovod-build.py /src/scripts/
@@ -26,7 +26,7 @@ RUN python3 -m venv /opt/smtrain/smdebug \
  && find /opt/smtrain/smdebug -name __pycache__ -prune -exec rm -rf {} +
 COPY scripts/patch-horovod.py /src/scripts/
 RUN /opt/smtrain/venv/bin/python /src/scripts/patch-horovod.py
-# smtrain's native tf.data op for Pipe mode, against this TensorFlow (smtrain.data.native)
+# smtrain's native tf.data op for Pipe mode, against this TensorFlow (smtrain.data.native), and s3://
 COPY native/ /src/native/
 COPY scripts/build-native.sh /src/scripts/
 RUN /src/scripts/build-native.sh /opt/smtrain/venv
@@ -40,7 +40,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 COPY docker/make-ssh-keys.sh /usr/local/sbin/
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 openmpi-bin openssh-server openssh-client \
-      procps iproute2 ca-certificates \
+      procps iproute2 ca-certificates libcurl4 libexpat1 \
  && rm -rf /var/lib/apt/lists/* \
  && make-ssh-keys.sh
 COPY docker/sshd_config /etc/ssh/sshd_config
@@ -66,6 +66,7 @@ ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1
 COPY docker/install-efa.sh /usr/local/sbin/
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv python3-dev g++ make cmake \
+      libcurl4-openssl-dev libssl-dev libexpat1-dev nlohmann-json3-dev \
  && install-efa.sh "${EFA_INSTALLER_VERSION}"
 COPY requirements/ /src/requirements/
 COPY scripts/build-stack.sh scripts/patch-horovod-build.py /src/scripts/
@@ -92,6 +93,7 @@ ENV DEBIAN_FRONTEND=noninteractive
 COPY docker/install-efa.sh docker/make-ssh-keys.sh /usr/local/sbin/
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 openssh-server openssh-client procps iproute2 \
+      ca-certificates libcurl4 libexpat1 \
  && install-efa.sh "${EFA_INSTALLER_VERSION}" \
  && rm -rf /var/lib/apt/lists/* \
  && make-ssh-keys.sh

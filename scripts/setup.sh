@@ -16,6 +16,7 @@ apt_packages=(
   iproute2 procps psmisc util-linux                        # network namespaces, process tools for tests
   docker.io debootstrap                                    # the image: an engine, and a base image from the mirror
   docker-compose                                           # the SageMaker SDKs' local mode runs the image with it
+  libcurl4-openssl-dev libssl-dev libexpat1-dev nlohmann-json3-dev  # the s3:// file system (native/s3/)
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }
@@ -50,22 +51,25 @@ build_core() {
 # Test oracles whose own pins conflict with the stack: without their dependencies (requirements/oracles.txt).
 install_oracles() { "$venv/bin/python" -m pip install -q --no-deps -r "$here/requirements/oracles.txt"; }
 
-# The native Pipe reader and the demultiplexer's record framer (about a minute): when a source changed.
+# The native Pipe reader, the demultiplexer's record framer and s3:// (about a minute): when a source changed.
 # A new TensorFlow rebuilds the whole stack (the core fingerprint), which removes them with the old environment.
 build_native_if_changed() {
   local want
   want="source=$(sha256sum "$here/native/pipe_dataset.cc" | cut -c1-64) frames=$(sha256sum "$here/native/record_frames.cc" | cut -c1-64)"
+  want+=" s3=$(cat "$here"/native/s3/*.cc "$here"/native/s3/*.h "$here"/native/s3/loader/*.cc | sha256sum | cut -c1-64)"
   grep -q "^$want " "$venv/lib/smtrain-native/pipe_ops.stamp" 2>/dev/null && return 0
-  log "building the native Pipe reader and record framer (about a minute)"
+  log "building the native Pipe reader, record framer and s3:// file system (about a minute)"
   "$here/scripts/build-native.sh" "$venv"
 }
 
 # Packages whose pins conflict with the stack's and with each other, each in a virtual environment of
 # its own beside it, rebuilt when its requirements change: the SageMaker SDKs (v2 and v3) as users
-# install them, for the local-mode tests; smdebug's readers (as in the image).
+# install them, for the local-mode tests; smdebug's readers (as in the image); moto's S3 server for the
+# s3:// tests and benchmark.
 install_side_environments() {
   local name requirements want
-  for name in sdk2:tests/sdk/requirements-sdk2.txt sdk3:tests/sdk/requirements-sdk3.txt smdebug:requirements/smdebug.txt; do
+  for name in sdk2:tests/sdk/requirements-sdk2.txt sdk3:tests/sdk/requirements-sdk3.txt smdebug:requirements/smdebug.txt \
+    moto:tests/s3/requirements-moto.txt; do
     requirements="$here/${name#*:}" name=${name%%:*}
     want=$(fingerprint <"$requirements")
     [ "$(cat "/opt/smtrain/$name/.fingerprint" 2>/dev/null)" = "$want" ] && continue

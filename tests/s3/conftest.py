@@ -1,0 +1,110 @@
+"""A real S3 API on loopback: moto's server mode (tests/s3/requirements-moto.txt, in /opt/smtrain/moto),
+started once for these tests. Nothing inside TensorFlow or the plugin is mocked."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Iterator, NamedTuple
+
+import pytest
+
+
+MOTO_SERVER = Path("/opt/smtrain/moto/bin/moto_server")
+KEYS = {"AWS_ACCESS_KEY_ID": "AKIDTESTS3PLUGIN0001", "AWS_SECRET_ACCESS_KEY": "test-secret"}
+
+
+class S3Server(NamedTuple):
+    url: str
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """The environment a program talking to this server needs: keys, endpoint, region; no metadata service."""
+        base = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "S3_"))}
+        return {**base, **KEYS, "AWS_ENDPOINT_URL": self.url, "AWS_REGION": "us-east-1",
+                "AWS_EC2_METADATA_DISABLED": "true", **extra}
+
+    def client(self):
+        import boto3
+
+        return boto3.client("s3", endpoint_url=self.url, region_name="us-east-1",
+                            aws_access_key_id=KEYS["AWS_ACCESS_KEY_ID"], aws_secret_access_key=KEYS["AWS_SECRET_ACCESS_KEY"])
+
+    def new_bucket(self) -> str:
+        name = f"b-{uuid.uuid4().hex[:12]}"
+        self.client().create_bucket(Bucket=name)
+        return name
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_moto(log: Path, **env: str) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    process = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)], stdout=log.open("wb"),
+                               stderr=subprocess.STDOUT, env={**os.environ, **env})
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=2).close()
+            return process, url
+        except OSError:
+            if process.poll() is not None:
+                break
+            time.sleep(0.2)
+    process.kill()
+    raise RuntimeError(f"moto's server did not start: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture(scope="session")
+def s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    if not MOTO_SERVER.exists():
+        pytest.fail(f"{MOTO_SERVER} missing: run scripts/setup.sh")
+    process, url = start_moto(tmp_path_factory.mktemp("moto") / "moto.log")
+    try:
+        yield S3Server(url)
+    finally:
+        process.kill()
+        process.wait()
+
+
+class CredentialsEndpoint(NamedTuple):
+    url: str
+    requests: list  # the Authorization header of each request it answered
+
+
+@pytest.fixture
+def credentials_endpoint() -> Iterator[CredentialsEndpoint]:
+    """A container credentials endpoint as SageMaker's: JSON with temporary keys, an hour to live."""
+    seen: list = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            expiry = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
+            body = json.dumps({"AccessKeyId": "ASIATESTCONTAINER01", "SecretAccessKey": "container-secret",
+                               "Token": "container-session-token", "Expiration": expiry}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield CredentialsEndpoint(f"http://127.0.0.1:{server.server_address[1]}/v2/credentials/abc", seen)
+    finally:
+        server.shutdown()
