@@ -3,11 +3,16 @@ program that never imports smtrain (the plugin is registered as TensorFlow is im
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
+import tarfile
 import sys
 from pathlib import Path
 
-from tests.s3.conftest import S3Server
+import boto3
+
+from tests.s3.conftest import S3Server, start_moto
+from tests.support import make_tree, run_train
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
 
@@ -64,3 +69,81 @@ def test_credentials_from_the_container_endpoint_and_clear_errors_without_any(s3
     line = done.stdout.strip().splitlines()[-1]
     assert line.startswith(f"ERROR UnauthenticatedError s3://{bucket}/k: no AWS credentials"), line
     assert "AWS_ACCESS_KEY_ID" in line and "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI" in line and "AWS_EC2_METADATA_DISABLED" in line
+
+
+def test_a_keras_job_writes_to_its_s3_model_dir_through_train_and_the_next_job_restores(s3: S3Server, tmp_path: Path) -> None:
+    """As SageMaker's TensorFlow estimator starts it: `--model_dir s3://...` among the hyperparameters."""
+    bucket = s3.new_bucket()
+    model_dir = f"s3://{bucket}/job-1/model"
+    results = []
+    for run in range(2):
+        tree = make_tree(tmp_path / f"run{run}", hyperparameters={"model_dir": json.dumps(model_dir)},
+                         program="keras_model_dir.py")
+        shutil.copy(PROGRAMS / "keras_model_dir.py", tree.code_dir)
+        done = run_train(tree, env={**s3.env(), **tree.env(TF_USE_LEGACY_KERAS="1", **{k: v for k, v in s3.env().items() if k.startswith("AWS_")})},
+                         timeout=300)
+        assert done.returncode == 0, done.stderr.decode()[-3000:]
+        line = [x for x in done.stdout.decode().splitlines() if x.startswith("RESULT ")][-1]
+        results.append(json.loads(line[len("RESULT "):]))
+    first, second = results
+    assert first["restored"] is None and first["step"] == 2
+    assert second["restored"] == f"{model_dir}/manager/ckpt-1" and second["step"] == 4
+    assert first["latest_weights"] == second["latest_weights"] == f"{model_dir}/weights/ckpt-02"
+    assert first["events"] == 1 and second["events"] == 2 and first["serves"]
+    keys = {o["Key"] for o in s3.client().list_objects_v2(Bucket=bucket)["Contents"]}
+    assert {"job-1/model/export/1/saved_model.pb", "job-1/model/manager/checkpoint",
+            "job-1/model/weights/ckpt-02.index"} <= keys
+    assert not any("tmp" in k or "temp" in k for k in keys), sorted(keys)  # nothing left aside
+
+
+def test_an_s3_submit_directory_is_fetched_and_run(s3: S3Server, tmp_path: Path) -> None:
+    """Script mode on SageMaker: `sagemaker_submit_directory` is an s3:// tarball of the code."""
+    bucket = s3.new_bucket()
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "entry.py").write_text("import sys, helper; print('RAN', helper.VALUE, sys.argv[1:])\n")
+    (source / "helper.py").write_text("VALUE = 42\n")
+    with tarfile.open(tmp_path / "sourcedir.tar.gz", "w:gz") as tar:
+        for name in ("entry.py", "helper.py"):
+            tar.add(source / name, arcname=name)
+    s3.client().upload_file(str(tmp_path / "sourcedir.tar.gz"), bucket, "job/source/sourcedir.tar.gz")
+    tree = make_tree(tmp_path / "job", program="entry.py", hyperparameters={
+        "sagemaker_submit_directory": json.dumps(f"s3://{bucket}/job/source/sourcedir.tar.gz"), "epochs": "3"})
+    done = run_train(tree, env={**s3.env(), **tree.env(**{k: v for k, v in s3.env().items() if k.startswith("AWS_")})},
+                     timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    assert "RAN 42 ['--epochs', '3']" in done.stdout.decode()
+
+
+def test_signatures_verified_by_the_server_and_bad_credentials_named(tmp_path: Path) -> None:
+    """moto checking every request's SigV4 against IAM (after the set-up's first actions): the plugin's
+    signature passes; a wrong secret comes back as an UnauthenticatedError naming the key's source."""
+    process, url = start_moto(tmp_path / "moto.log", INITIAL_NO_AUTH_ACTION_COUNT="4")
+    try:
+        server = S3Server(url)
+        iam = boto3.client("iam", endpoint_url=url, region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
+        iam.create_user(UserName="trainer")
+        key = iam.create_access_key(UserName="trainer")["AccessKey"]
+        iam.put_user_policy(UserName="trainer", PolicyName="s3", PolicyDocument=json.dumps(
+            {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}))
+        server.client().create_bucket(Bucket="signed")
+        script = ("import sys, tensorflow as tf\n"
+                  "try:\n"
+                  "    with tf.io.gfile.GFile(sys.argv[1], 'w') as f:\n"
+                  "        f.write('x' * 100000)\n"
+                  "    print('READ', len(tf.io.gfile.GFile(sys.argv[1]).read()), tf.io.gfile.listdir('s3://signed/dir'))\n"
+                  "except tf.errors.OpError as e:\n"
+                  "    print('ERROR', type(e).__name__, e.message)\n")
+        for secret, expected in ((key["SecretAccessKey"], "READ 100000 ['a b+c.txt']"),
+                                 ("wrong-secret", "ERROR UnauthenticatedError s3://signed/dir/a b+c.txt: PUT answered HTTP 403 SignatureDoesNotMatch")):
+            env = server.env(AWS_ACCESS_KEY_ID=key["AccessKeyId"], AWS_SECRET_ACCESS_KEY=secret)
+            done = subprocess.run([sys.executable, "-c", script, "s3://signed/dir/a b+c.txt"], env=env,
+                                  capture_output=True, text=True, timeout=120)
+            line = done.stdout.strip().splitlines()[-1]
+            assert line.startswith(expected), line
+            if secret == "wrong-secret":
+                assert "credentials from the environment" in line and key["AccessKeyId"][:4] in line
+                assert secret not in line
+    finally:
+        process.kill()
+        process.wait()
