@@ -223,8 +223,4 @@ Outcome Client::List(const std::string& bucket, const std::string& prefix, bool 
   }
 }
 
-Outcome Client::Copy(const std::string& bucket, const std::string& src_key, const std::string& dst_key) {
-  return Call("PUT", bucket, dst_key, {}, {{"x-amz-copy-source", "/" + UriEncode(bucket, false) + "/" + UriEncode(src_key, true)}});
-}
-
 }  // namespace smtrain_s3

@@ -43,7 +43,6 @@ class Client {
                const char* body = nullptr, size_t body_size = 0, char* sink = nullptr, size_t sink_capacity = 0);
   // Every key under `prefix` (delimiter '/': one level, else all); max_keys > 0 stops early.
   Outcome List(const std::string& bucket, const std::string& prefix, bool one_level, Listing* out, int max_keys = 0);
-  Outcome Copy(const std::string& bucket, const std::string& src_key, const std::string& dst_key);
 
  private:
   std::string RegionFor(const std::string& bucket, const std::string& otherwise);
