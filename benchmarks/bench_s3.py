@@ -1,8 +1,10 @@
 """s3:// through the image's TensorFlow plugin against boto3, both against the same S3 server: moto's
 server mode on loopback (tests/s3/requirements-moto.txt, /opt/smtrain/moto), started here.
 
-- write: 256 MB through `tf.io.gfile.GFile(..., "wb")` (multipart, 32 MB parts) against boto3's
-  `put_object`; read: the same object through `GFile(...).read()` against `get_object()["Body"].read()`.
+- write: 256 MB through `tf.io.gfile.GFile(..., "wb")` (a multipart upload, 8 MB parts, 8 at a time)
+  against boto3's `put_object`; read: the same object through `tf.io.read_file` (the op tf.data input
+  pipelines use) against `get_object()["Body"].read()`. Also `GFile(...).read()` of it, and of the same
+  bytes on local disk: TensorFlow's Python file object costs the same on both.
 - TFRecordDataset over s3:// shards against the same shards read from local disk: 4 x 32 MB of 100 KB
   records, iterated in graph mode (`Dataset.reduce`), as a training input pipeline consumes them.
 
@@ -53,7 +55,16 @@ def main() -> None:
                 f.write(data)
 
         def plugin_read() -> None:
+            assert int(tf.strings.length(tf.io.read_file("s3://bench/plugin.bin"))) == len(data)
+
+        local_copy = work / "plugin.bin"
+        local_copy.write_bytes(data)
+
+        def gfile_read() -> None:
             assert len(tf.io.gfile.GFile("s3://bench/plugin.bin", "rb").read()) == len(data)
+
+        def gfile_local_read() -> None:
+            assert len(tf.io.gfile.GFile(str(local_copy), "rb").read()) == len(data)
 
         def boto3_write() -> None:
             s3.put_object(Bucket="bench", Key="boto3.bin", Body=data)
@@ -77,7 +88,8 @@ def main() -> None:
 
         sides = {"plugin_write": plugin_write, "boto3_write": boto3_write, "plugin_read": plugin_read,
                  "boto3_read": boto3_read, "tfrecord_s3": records("s3://bench/records/*.tfrecord"),
-                 "tfrecord_local": records(str(local / "*.tfrecord"))}
+                 "tfrecord_local": records(str(local / "*.tfrecord")), "gfile_read": gfile_read,
+                 "gfile_local_read": gfile_local_read}
         boto3_write()
         plugin_write()
         times: dict[str, list[float]] = {name: [] for name in sides}
@@ -97,6 +109,8 @@ def main() -> None:
             "s3_plugin_read_mb_s": mb / median["plugin_read"],
             "s3_boto3_read_mb_s": mb / median["boto3_read"],
             "s3_plugin_vs_boto3_read": median["boto3_read"] / median["plugin_read"],
+            "s3_gfile_read_mb_s": mb / median["gfile_read"],
+            "s3_gfile_read_vs_local": median["gfile_local_read"] / median["gfile_read"],
             "s3_tfrecord_mb_s": 128 * 1.0002 / median["tfrecord_s3"],
             "s3_tfrecord_vs_local": median["tfrecord_local"] / median["tfrecord_s3"],
         })

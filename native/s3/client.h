@@ -41,11 +41,18 @@ class Client {
   Outcome Call(const std::string& method, const std::string& bucket, const std::string& key,
                const std::map<std::string, std::string>& query, std::map<std::string, std::string> headers,
                const char* body = nullptr, size_t body_size = 0, char* sink = nullptr, size_t sink_capacity = 0);
+  // A signed GET, for a caller that streams the answer itself (http.h's HttpStream).
+  bool PrepareGet(const std::string& bucket, const std::string& key, std::map<std::string, std::string> headers,
+                  HttpRequest* request, Outcome* error);
   // Every key under `prefix` (delimiter '/': one level, else all); max_keys > 0 stops early.
   Outcome List(const std::string& bucket, const std::string& prefix, bool one_level, Listing* out, int max_keys = 0);
 
  private:
   std::string RegionFor(const std::string& bucket, const std::string& otherwise);
+  bool Prepare(const std::string& method, const std::string& bucket, const std::string& key,
+               const std::map<std::string, std::string>& query, std::map<std::string, std::string> headers,
+               const std::string& payload_hash, const Endpoint& endpoint, HttpRequest* request, Credentials* creds,
+               std::string* region, Outcome* error);
   CredentialChain credentials_;
   std::mutex mu_;
   std::map<std::string, std::string> bucket_regions_;

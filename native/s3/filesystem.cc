@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "client.h"
+#include "upload.h"
 #include "tensorflow/c/experimental/filesystem/filesystem_interface.h"
 #include "tensorflow/c/tf_status.h"
 
@@ -103,6 +104,9 @@ Kind Classify(Client* c, const Path& p, long long* size, long long* mtime, TF_St
 
 // ---- random access files --------------------------------------------------------------------------
 
+// A reader that starts at 0 or goes on from where its last read ended is served by one streaming GET to
+// the end of the object (TFRecordDataset, whole-file reads); other reads fetch a range ahead (8 MB by default) into
+// a buffer. A failed stream falls back to ranged GETs, which are retried.
 struct ReadFile {
   Client* client;
   Path path;
@@ -111,9 +115,34 @@ struct ReadFile {
   std::mutex mu;
   std::string buffer;
   long long buffer_offset = 0;
+  long long last_end = -1;  // where the previous read stopped
+  std::unique_ptr<HttpStream> stream;
+  long long stream_pos = 0;
 };
 
 void ReadCleanup(TF_RandomAccessFile* file) { delete static_cast<ReadFile*>(file->plugin_file); }
+
+// From the stream, when it is at `pos` (or can be started there): bytes read, 0 when it cannot serve.
+long long FromStream(ReadFile* f, long long pos, char* out, long long want) {
+  if (f->stream && f->stream_pos != pos) f->stream.reset();
+  if (!f->stream) {
+    // sequential: on from the last read, or a first read from the start (a TFRecord file, a whole-file read)
+    bool sequential = pos == f->last_end || (pos == 0 && f->last_end < 0);
+    if (!sequential || f->size - pos <= static_cast<long long>(f->readahead)) return 0;
+    HttpRequest request;
+    Outcome error;
+    std::map<std::string, std::string> headers;
+    if (pos > 0) headers["range"] = "bytes=" + std::to_string(pos) + "-";  // from the start: a plain GET
+    if (!f->client->PrepareGet(f->path.bucket, f->path.key, headers, &request, &error))
+      return 0;
+    f->stream.reset(new HttpStream(request));
+    f->stream_pos = pos;
+  }
+  long long got = static_cast<long long>(f->stream->Read(out, static_cast<size_t>(want)));
+  f->stream_pos += got;
+  if (f->stream->failed() || got < want) f->stream.reset();  // ranged GETs (with retries) take over
+  return got;
+}
 
 int64_t Read(const TF_RandomAccessFile* file, uint64_t offset, size_t n, char* out, TF_Status* status) {
   auto* f = static_cast<ReadFile*>(file->plugin_file);
@@ -128,9 +157,11 @@ int64_t Read(const TF_RandomAccessFile* file, uint64_t offset, size_t n, char* o
       pos += take;
       continue;
     }
-    // Reading on from where the buffer ends: the reader is sequential, so fetch twice as far each time
-    // (up to 64 MB): fewer, larger requests, as for a whole-file read or a TFRecord stream.
-    if (pos == buffered_end && !f->buffer.empty()) f->readahead = std::min<size_t>(f->readahead * 2, 64 << 20);
+    long long streamed = FromStream(f, pos, out + (pos - offset), end - pos);
+    if (streamed > 0) {
+      pos += streamed;
+      continue;
+    }
     long long want = end - pos;
     bool direct = static_cast<size_t>(want) >= f->readahead;  // large reads go straight to the caller
     long long fetch = direct ? want : std::min<long long>(f->readahead, f->size - pos);
@@ -152,6 +183,7 @@ int64_t Read(const TF_RandomAccessFile* file, uint64_t offset, size_t n, char* o
       f->buffer_offset = pos;
     }
   }
+  f->last_end = pos;
   long long read = pos - static_cast<long long>(offset);
   if (read < static_cast<long long>(n)) {
     TF_SetStatus(status, TF_OUT_OF_RANGE, "read past the end of the object");
@@ -166,61 +198,52 @@ int64_t Read(const TF_RandomAccessFile* file, uint64_t offset, size_t n, char* o
 struct WriteFile {
   Client* client;
   Path path;
+  size_t threshold;  // a file up to this size is one PUT (and visible at each flush)
   size_t part_size;
+  size_t in_flight;
   std::string buffer;  // bytes not yet in a part
   long long total = 0;
   bool dirty = true;   // the object does not yet hold every byte appended
-  std::string upload_id;
-  std::vector<std::string> etags;
+  std::unique_ptr<MultipartUpload> upload;
 };
 
-void AbortUpload(WriteFile* f) {
-  if (f->upload_id.empty()) return;
-  f->client->Call("DELETE", f->path.bucket, f->path.key, {{"uploadId", f->upload_id}}, {});
-  f->upload_id.clear();
+void WriteCleanup(TF_WritableFile* file) { delete static_cast<WriteFile*>(file->plugin_file); }  // aborts an upload
+
+bool ShipPart(WriteFile* f, std::string part, TF_Status* status) {
+  Outcome error;
+  if (!f->upload) f->upload.reset(new MultipartUpload(f->client, f->path.bucket, f->path.key, f->in_flight));
+  return f->upload->Add(std::move(part), &error) || !Fail(error, status);
 }
 
-bool UploadPart(WriteFile* f, const char* data, size_t n, TF_Status* status) {
-  if (f->upload_id.empty()) {
-    Outcome o = f->client->Call("POST", f->path.bucket, f->path.key, {{"uploads", ""}}, {});
-    if (Fail(o, status)) return false;
-    f->upload_id = XmlValue(o.response.body, "InitiateMultipartUploadResult/UploadId");
-  }
-  std::map<std::string, std::string> query{{"partNumber", std::to_string(f->etags.size() + 1)}, {"uploadId", f->upload_id}};
-  Outcome o = f->client->Call("PUT", f->path.bucket, f->path.key, query, {}, data, n);
-  if (Fail(o, status)) {
-    AbortUpload(f);
-    return false;
-  }
-  f->etags.push_back(o.response.headers["etag"]);
-  return true;
-}
-
-void WriteCleanup(TF_WritableFile* file) {
-  auto* f = static_cast<WriteFile*>(file->plugin_file);
-  AbortUpload(f);  // closed files have none left
-  delete f;
-}
-
+// Bytes go into part-sized buffers that move, whole, to the upload: no copy of a large write.
 void Append(const TF_WritableFile* file, const char* data, size_t n, TF_Status* status) {
   auto* f = static_cast<WriteFile*>(file->plugin_file);
   f->total += static_cast<long long>(n);
   f->dirty = true;
   TF_SetStatus(status, TF_OK, "");
-  if (f->buffer.size() + n < f->part_size) {
+  if (!f->upload && f->buffer.size() + n <= f->threshold) {
     f->buffer.append(data, n);
     return;
   }
-  size_t fill = f->part_size - f->buffer.size();  // complete the buffered part, then whole parts from `data`
-  f->buffer.append(data, fill);
-  if (!UploadPart(f, f->buffer.data(), f->buffer.size(), status)) return;
-  f->buffer.clear();
-  data += fill;
-  n -= fill;
-  for (; n >= f->part_size; data += f->part_size, n -= f->part_size) {
-    if (!UploadPart(f, data, f->part_size, status)) return;
+  if (!f->upload) {  // past the threshold: what was buffered goes up in parts
+    std::string held = std::move(f->buffer);
+    size_t at = 0;
+    for (; held.size() - at >= f->part_size; at += f->part_size) {
+      if (!ShipPart(f, held.substr(at, f->part_size), status)) return;
+    }
+    f->buffer.assign(held, at, std::string::npos);
   }
-  f->buffer.assign(data, n);
+  while (n > 0) {
+    if (f->buffer.capacity() < f->part_size) f->buffer.reserve(f->part_size);
+    size_t take = std::min(n, f->part_size - f->buffer.size());
+    f->buffer.append(data, take);
+    data += take;
+    n -= take;
+    if (f->buffer.size() == f->part_size) {
+      if (!ShipPart(f, std::move(f->buffer), status)) return;
+      f->buffer = std::string();
+    }
+  }
 }
 
 int64_t Tell(const TF_WritableFile* file, TF_Status* status) {
@@ -229,35 +252,31 @@ int64_t Tell(const TF_WritableFile* file, TF_Status* status) {
 }
 
 // Flush publishes what was written so far while the file fits one upload (TensorBoard's event files,
-// which TensorFlow checks for after each flush); past the part size the bytes wait for close.
+// which TensorFlow checks for after each flush); past that the bytes wait for close.
 void Flush(const TF_WritableFile* file, TF_Status* status) {
   auto* f = static_cast<WriteFile*>(file->plugin_file);
   TF_SetStatus(status, TF_OK, "");
-  if (!f->dirty || !f->upload_id.empty()) return;
+  if (!f->dirty || f->upload) return;
   if (!Fail(f->client->Call("PUT", f->path.bucket, f->path.key, {}, {}, f->buffer.data(), f->buffer.size()), status))
     f->dirty = false;
 }
 
 void Close(const TF_WritableFile* file, TF_Status* status) {
   auto* f = static_cast<WriteFile*>(file->plugin_file);
-  if (f->upload_id.empty()) {
+  if (!f->upload) {
     Flush(file, status);
     return;
   }
-  if (!f->buffer.empty() && !UploadPart(f, f->buffer.data(), f->buffer.size(), status)) return;
+  if (!f->buffer.empty() && !ShipPart(f, std::move(f->buffer), status)) return;
   f->buffer.clear();
-  std::string xml = "<CompleteMultipartUpload>";
-  for (size_t i = 0; i < f->etags.size(); ++i)
-    xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + f->etags[i] + "</ETag></Part>";
-  xml += "</CompleteMultipartUpload>";
-  Outcome o = f->client->Call("POST", f->path.bucket, f->path.key, {{"uploadId", f->upload_id}},
-                              {{"content-type", "application/xml"}}, xml.data(), xml.size());
-  if (Fail(o, status)) {
-    AbortUpload(f);
+  Outcome error;
+  if (!f->upload->Complete(&error)) {
+    Fail(error, status);
     return;
   }
-  f->upload_id.clear();
+  f->upload.reset();
   f->dirty = false;
+  TF_SetStatus(status, TF_OK, "");
 }
 
 // ---- the file system ----------------------------------------------------------------------------------
@@ -275,11 +294,12 @@ void NewRandomAccessFile(const TF_Filesystem* fs, const char* uri, TF_RandomAcce
   long long size = 0, mtime = 0;
   if (Fail(Head(ClientOf(fs), p, &size, &mtime), status)) return;
   file->plugin_file =
-      new ReadFile{ClientOf(fs), p, size, SizeEnv("SMTRAIN_S3_READAHEAD_BYTES", 8 << 20, 64 << 10), {}, {}, 0};
+      new ReadFile{ClientOf(fs), p, size, SizeEnv("SMTRAIN_S3_READAHEAD_BYTES", 8 << 20, 64 << 10), {}, {}, 0, -1, {}, 0};
 }
 
 WriteFile* NewWriter(const TF_Filesystem* fs, const Path& p) {
-  return new WriteFile{ClientOf(fs), p, SizeEnv("SMTRAIN_S3_PART_BYTES", 32 << 20, 5 << 20), {}, 0, true, {}, {}};
+  return new WriteFile{ClientOf(fs), p, SizeEnv("SMTRAIN_S3_MULTIPART_THRESHOLD_BYTES", 32 << 20, 5 << 20),
+                       SizeEnv("SMTRAIN_S3_PART_BYTES", 8 << 20, 5 << 20), SizeEnv("SMTRAIN_S3_UPLOADS_IN_FLIGHT", 8, 1)};
 }
 
 void NewWritableFile(const TF_Filesystem* fs, const char* uri, TF_WritableFile* file, TF_Status* status) {

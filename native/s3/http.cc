@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 
@@ -101,6 +102,100 @@ HttpResponse Perform(const HttpRequest& request) {
     curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &response.status);
   }
   return response;
+}
+
+HttpStream::HttpStream(const HttpRequest& request) {
+  CURL* curl = curl_easy_init();
+  easy_ = curl;
+  curl_slist* headers = nullptr;
+  for (const auto& kv : request.headers) headers = curl_slist_append(headers, (kv.first + ": " + kv.second).c_str());
+  headers = curl_slist_append(headers, "Accept:");
+  headers_ = headers;
+  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
+  curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnData);
+  curl_easy_setopt(curl, CURLOPT_WRITEDATA, this);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, request.connect_timeout_ms);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, request.verify_tls ? 1L : 0L);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, request.verify_tls ? 2L : 0L);
+  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024);
+  CURLM* multi = curl_multi_init();
+  multi_ = multi;
+  curl_multi_add_handle(multi, curl);
+}
+
+HttpStream::~HttpStream() {
+  curl_multi_remove_handle(static_cast<CURLM*>(multi_), static_cast<CURL*>(easy_));
+  curl_easy_cleanup(static_cast<CURL*>(easy_));
+  curl_multi_cleanup(static_cast<CURLM*>(multi_));
+  curl_slist_free_all(static_cast<curl_slist*>(headers_));
+}
+
+size_t HttpStream::OnData(char* data, size_t size, size_t count, void* user) {
+  auto* s = static_cast<HttpStream*>(user);
+  size_t n = size * count;
+  long status = 0;
+  curl_easy_getinfo(static_cast<CURL*>(s->easy_), CURLINFO_RESPONSE_CODE, &status);
+  if (status < 200 || status >= 300) {
+    s->error_body_.append(data, n);
+    return n;
+  }
+  if (s->dst_ == nullptr || s->got_ == s->room_) {  // the caller has what it asked for: wait for the next read
+    s->paused_ = true;
+    return CURL_WRITEFUNC_PAUSE;
+  }
+  size_t take = std::min(n, s->room_ - s->got_);
+  memcpy(s->dst_ + s->got_, data, take);
+  s->got_ += take;
+  s->spill_.append(data + take, n - take);
+  return n;
+}
+
+size_t HttpStream::Read(char* dst, size_t n) {
+  if (failed_) return 0;
+  size_t from_spill = std::min(n, spill_.size());
+  memcpy(dst, spill_.data(), from_spill);
+  spill_.erase(0, from_spill);
+  dst_ = dst;
+  room_ = n;
+  got_ = from_spill;
+  CURLM* multi = static_cast<CURLM*>(multi_);
+  if (paused_ && got_ < room_) {
+    paused_ = false;
+    curl_easy_pause(static_cast<CURL*>(easy_), CURLPAUSE_CONT);  // hands over the held chunk at once
+  }
+  auto last_progress = std::chrono::steady_clock::now();
+  while (got_ < room_ && !done_) {
+    size_t before = got_;
+    int running = 0;
+    curl_multi_perform(multi, &running);
+    int queued = 0;
+    while (CURLMsg* msg = curl_multi_info_read(multi, &queued)) {
+      if (msg->msg != CURLMSG_DONE) continue;
+      done_ = true;
+      long status = 0;
+      curl_easy_getinfo(static_cast<CURL*>(easy_), CURLINFO_RESPONSE_CODE, &status);
+      if (msg->data.result != CURLE_OK) {
+        failed_ = true;
+        why_ = curl_easy_strerror(msg->data.result);
+      } else if (status < 200 || status >= 300) {
+        failed_ = true;
+        why_ = "HTTP " + std::to_string(status) + " " + error_body_.substr(0, 300);
+      }
+    }
+    if (got_ != before) last_progress = std::chrono::steady_clock::now();
+    if (got_ >= room_ || done_ || paused_) break;
+    if (std::chrono::steady_clock::now() - last_progress > std::chrono::seconds(60)) {  // stalled
+      failed_ = true;
+      why_ = "no data for 60 s";
+      break;
+    }
+    curl_multi_poll(multi, nullptr, 0, 1000, nullptr);
+  }
+  dst_ = nullptr;
+  return got_;
 }
 
 }  // namespace smtrain_s3

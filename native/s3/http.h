@@ -28,4 +28,30 @@ struct HttpResponse {
 
 HttpResponse Perform(const HttpRequest& request);
 
+// One GET whose body is taken as the caller asks for it: the transfer pauses between reads (curl's
+// multi interface, driven in the caller's thread), so a sequential reader costs one request.
+class HttpStream {
+ public:
+  explicit HttpStream(const HttpRequest& request);
+  ~HttpStream();
+  HttpStream(const HttpStream&) = delete;
+  HttpStream& operator=(const HttpStream&) = delete;
+  // Up to n bytes; fewer only at the end of the body or on failure (then `failed()`).
+  size_t Read(char* dst, size_t n);
+  bool failed() const { return failed_; }
+  const std::string& why() const { return why_; }
+
+ private:
+  static size_t OnData(char* data, size_t size, size_t count, void* user);
+  void* easy_ = nullptr;
+  void* multi_ = nullptr;
+  void* headers_ = nullptr;
+  char* dst_ = nullptr;
+  size_t room_ = 0, got_ = 0;
+  std::string spill_;  // the part of curl's last chunk that did not fit the caller's buffer
+  std::string error_body_;
+  bool paused_ = false, done_ = false, failed_ = false;
+  std::string why_;
+};
+
 }  // namespace smtrain_s3

@@ -24,7 +24,7 @@ def _run(program: str, *args: str, env: dict, timeout: float = 240) -> subproces
 
 def test_every_gfile_operation_and_tfrecords_over_s3(s3: S3Server) -> None:
     bucket = s3.new_bucket()
-    done = _run("s3_gfile.py", f"s3://{bucket}/job", env=s3.env(SMTRAIN_S3_PART_BYTES=str(5 << 20),
+    done = _run("s3_gfile.py", f"s3://{bucket}/job", env=s3.env(SMTRAIN_S3_PART_BYTES=str(5 << 20), SMTRAIN_S3_MULTIPART_THRESHOLD_BYTES=str(5 << 20),
                                                                  SMTRAIN_S3_READAHEAD_BYTES=str(256 << 10)))
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
