@@ -11,7 +11,10 @@ nothing is left behind.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 
 import pytest
@@ -221,3 +224,50 @@ def test_mwms_worker_never_starts(make_cluster) -> None:
     assert "algo-3" in (cluster.hosts[1].failure() or "")  # the worker that came learns why
     assert not list((cluster.hosts[1].ml / "output" / "data").glob("running-*"))  # no program started
     assert cluster.hosts[0].leftovers() == [] and cluster.hosts[1].leftovers() == []
+
+
+def test_mwms_keras_job_keeps_its_model_dir_on_s3_and_the_next_job_resumes_from_it(make_cluster, tmp_path) -> None:
+    """SageMaker's TensorFlow estimator gives a MultiWorkerMirroredStrategy job `--model_dir s3://...`:
+    an S3 server (moto's, real) runs in algo-1's network; both hosts write and read it through the plugin."""
+    from tests.s3.conftest import KEYS, MOTO_SERVER, free_port
+
+    cluster = make_cluster(2)
+    master = cluster.host("algo-1")
+    port = free_port()
+    moto = subprocess.Popen(["ip", "netns", "exec", master.netns, str(MOTO_SERVER), "-H", "0.0.0.0", "-p", str(port)],
+                            stdout=open(tmp_path / "moto.log", "wb"), stderr=subprocess.STDOUT)
+    try:
+        s3 = {**KEYS, "AWS_ENDPOINT_URL": f"http://{master.address}:{port}", "AWS_REGION": "us-east-1",
+              "AWS_EC2_METADATA_DISABLED": "true", "TF_USE_LEGACY_KERAS": "1"}
+        create = ("import sys, time, boto3\n"
+                  "for _ in range(300):\n"
+                  "    try:\n"
+                  "        boto3.client('s3').create_bucket(Bucket='models'); sys.exit(0)\n"
+                  "    except Exception:\n"
+                  "        time.sleep(0.2)\n"
+                  "sys.exit(1)\n")
+        made = subprocess.run(["ip", "netns", "exec", master.netns, sys.executable, "-c", create],
+                              env={**os.environ, **s3}, capture_output=True, text=True, timeout=120)
+        assert made.returncode == 0, made.stderr[-2000:]
+        model_dir = "s3://models/mwms-job/model"
+        reports = []
+        for run in range(2):
+            for host in cluster.hosts:
+                for old in (host.ml / "output" / "data").glob("s3-*.json"):
+                    old.unlink()
+            cluster.write_job({**MWMS, "model_dir": model_dir}, program=PROGRAMS / "tf_mwms_model_dir.py")
+            cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", **s3))
+            statuses = cluster.wait(300)
+            assert statuses == {h.name: 0 for h in cluster.hosts}, _details(cluster)
+            reports.append({p.name: json.loads(p.read_text()) for p in wait_for_files(cluster, "s3-*.json", 2, 1)})
+        first, second = reports
+        for report in first.values():
+            assert report["restored"] is None and report["latest"] == f"{model_dir}/weights/ckpt-02"
+            assert report["saved_model"] and {"weights", "tensorboard", "export"} <= set(report["listing"])
+        assert "export-worker1" not in first["s3-1.json"]["listing"]  # the worker's copy, deleted by it
+        for report in second.values():
+            assert report["restored"] == f"{model_dir}/weights/ckpt-02"
+        assert cluster.leftovers() == {}
+    finally:
+        moto.kill()
+        moto.wait()
