@@ -216,7 +216,7 @@ Outcome Client::Call(const std::string& method, const std::string& bucket, const
                         (outcome.code == TF_PERMISSION_DENIED || outcome.code == TF_UNAUTHENTICATED
                              ? " (credentials from " + creds.source + ", key id " + creds.access_key.substr(0, 4) + "...)"
                              : "") +
-                        (attempt > 1 ? " after " + std::to_string(attempt) + " attempts" : "");
+                        (attempt > 1 ? " (after " + std::to_string(attempt) + " attempts)" : "");
     }
     return outcome;
   }

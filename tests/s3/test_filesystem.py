@@ -147,3 +147,30 @@ def test_signatures_verified_by_the_server_and_bad_credentials_named(tmp_path: P
     finally:
         process.kill()
         process.wait()
+
+
+def test_throttling_is_retried_with_backoff_and_named_when_it_persists(s3: S3Server, flaky_front) -> None:
+    bucket = s3.new_bucket()
+    front = flaky_front(fail=2)
+    script = ("import sys, time, tensorflow as tf\n"
+              "try:\n"
+              "    start = time.monotonic()\n"
+              "    with tf.io.gfile.GFile(sys.argv[1], 'w') as f:\n"
+              "        f.write('payload')\n"
+              "    print('READ', tf.io.gfile.GFile(sys.argv[1]).read(), round(time.monotonic() - start, 2))\n"
+              "except tf.errors.OpError as e:\n"
+              "    print('ERROR', type(e).__name__, e.message)\n")
+    done = subprocess.run([sys.executable, "-c", script, f"s3://{bucket}/retried.txt"],
+                          env=s3.env(AWS_ENDPOINT_URL=front.url), capture_output=True, text=True, timeout=120)
+    line = done.stdout.strip().splitlines()[-1]
+    assert line.startswith("READ payload"), line + done.stderr[-2000:]
+    assert [m for m, _ in front.failed].count("PUT") == 2 and [m for m, _ in front.failed].count("GET") == 2
+    assert ("PUT", f"/{bucket}/retried.txt") in front.passed  # the third try went through
+    # AWS_MAX_ATTEMPTS bounds the tries (5 by default): the error says how many and what S3 answered
+    front = flaky_front(fail=10)
+    done = subprocess.run([sys.executable, "-c", script, f"s3://{bucket}/throttled.txt"],
+                          env=s3.env(AWS_ENDPOINT_URL=front.url, AWS_MAX_ATTEMPTS="2"), capture_output=True,
+                          text=True, timeout=120)
+    line = done.stdout.strip().splitlines()[-1]
+    assert line == (f"ERROR UnavailableError s3://{bucket}/throttled.txt: PUT answered HTTP 503 SlowDown: "
+                    "Please reduce your request rate. (after 2 attempts)"), line
