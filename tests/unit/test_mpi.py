@@ -125,3 +125,24 @@ def test_a_user_option_that_contradicts_a_default_replaces_it() -> None:
     assert ("btl_tcp_if_include", "eth0") not in [tuple(m) for m in mca]
     assert ("oob_tcp_if_include", "eth0") in [tuple(m) for m in mca]  # not contradicted: kept
     assert _option(argv, "-x").count("NCCL_ALGO=Ring") == 1 and "NCCL_ALGO" not in _option(argv, "-x")
+
+
+def test_ranks_on_a_cpu_host_are_bound_to_cpus_of_their_own() -> None:
+    """P ranks on C CPUs without GPUs: each bound to C/P hardware threads, as the rank launcher splits threads."""
+    from smtrain.plan.mpirun import cpus_per_rank
+
+    assert cpus_per_rank(2, 2, 0) == 1 and cpus_per_rank(4, 72, 0) == 18 and cpus_per_rank(3, 8, 0) == 2
+    assert cpus_per_rank(1, 8, 0) == 0  # one rank: nothing to keep apart
+    assert cpus_per_rank(8, 96, 8) == 0  # GPUs: ranks feed devices, Horovod's and NCCL's threads roam
+    assert cpus_per_rank(4, 2, 0) == 0  # oversubscribed: binding would stack ranks on the same CPUs
+    argv = _command(cpus_per_rank=18).argv
+    assert "--use-hwthread-cpus" in argv
+    assert _option(argv, "--bind-to") == ["hwthread"] and _option(argv, "--map-by") == ["slot:PE=18"]
+    assert argv.index("--map-by") < argv.index("/venv/bin/python")
+
+
+def test_a_user_placement_replaces_the_binding_whole() -> None:
+    for custom in (("--bind-to", "none"), ("-map-by", "ppr:1:socket"), ("--use-hwthread-cpus",)):
+        argv = _command(cpus_per_rank=4, custom_options=custom).argv
+        assert "slot:PE=4" not in argv and "hwthread" not in argv and argv.count("--use-hwthread-cpus") <= 1
+        assert argv[-len(RANK) - len(custom):-len(RANK)] == custom

@@ -47,6 +47,14 @@ def test_master_runs_mpirun_with_the_rank_launcher_and_one_contract(tmp_path: Pa
     assert RankContract.from_json(contract.to_json()) == contract
     assert plan.mpi is not None and plan.mpi.sshd_argv == () and plan.mpi.control_bind == "0.0.0.0"
     assert len(plan.demux) == 1 and plan.monitor
+    assert plan.argv[plan.argv.index("--bind-to") + 1] == "none"  # CPUs the ranks may use: unknown
+
+
+def test_ranks_are_bound_to_the_cpus_this_host_lets_the_program_use(tmp_path: Path) -> None:
+    plan = _plan(tmp_path, "algo-1", FACTS._replace(bindable_cpus=6))
+    assert plan.argv[plan.argv.index("--map-by") + 1] == "slot:PE=3"
+    plan = _plan(tmp_path, "algo-1", FACTS._replace(bindable_cpus=6, num_gpus=2))
+    assert plan.argv[plan.argv.index("--bind-to") + 1] == "none"
 
 
 def test_worker_starts_sshd_as_planned_and_runs_no_program_itself(tmp_path: Path) -> None:

@@ -77,4 +77,5 @@ def gather(environ: Mapping[str, str], config: TrainingConfig) -> HostFacts:
         smddpmprun_installed=on_path("smddpmprun", environ.get("PATH", os.defpath)),
         network=network_facts(),
         code=code_facts(config),
+        bindable_cpus=len(os.sched_getaffinity(0)),
     )

@@ -175,3 +175,4 @@ class HostFacts(NamedTuple):
     smddpmprun_installed: bool
     network: NetworkFacts
     code: CodeFacts = CodeFacts(False, False)
+    bindable_cpus: int = 0  # CPUs this process may run on (its affinity); 0: unknown, ranks are not bound

@@ -14,7 +14,7 @@ from ..config.hyperparameters import to_cmd_args
 from ..config.model import HostFacts, InputMode, Strategy, TrainingConfig
 from ..config.secrets import Redactor
 from ..wire.contract import RANK_CONTRACT_ENV, RankContract, without_internals
-from .mpirun import MpiLayout, layout, mpirun_command
+from .mpirun import MpiLayout, cpus_per_rank, layout, mpirun_command
 from ..wire.pipes import PipeAssignment, PipeMode, demux_folder, pipe_env
 from .pipes import PipeChannel, assign_pipes
 from .program import ProgramLaunch, plan_program
@@ -313,6 +313,7 @@ def _plan_mpi(given: KindInputs) -> KindPlan:
         mpi.layout, here, config.resources.network_interface_name, config.resources.current_instance_type,
         given.facts.network, {**without_internals(config.environ), **env_set}, config.mpi.custom_options,
         (python, "-m", "smtrain.rank", "--", *given.launch.argv),
+        cpus_per_rank=cpus_per_rank(ranks_per_host, given.facts.bindable_cpus, given.facts.num_gpus),
     )
     env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
     return KindPlan(command.argv, env_set, pipes, ranks_per_host, first_rank, mpi=mpi)
