@@ -8,7 +8,9 @@ from the `tensorflow2` examples of Horovod's GitHub repository (tag v0.28.1), an
     /opt/smtrain/venv/bin/python benchmarks/bench_hvd_synthetic.py --script PATH [--rounds 3]
         [--model MobileNetV2] [--batch-size 32] [--launchers train,mpirun,horovodrun] [--train-env K=V ...] [--train-mpi-options OPTS]
 
-`--train-mpi-options` gives `train` the hyperparameter `sagemaker_mpi_custom_mpi_options` (e.g.
+`train`'s resourceconfig.json names a SageMaker CPU instance (`--instance-type ml.c5.large`, 2 vCPUs
+like this VM), where `train` binds each rank to its share of the CPUs; `--instance-type local` measures
+it as SDK local mode runs it (unbound). `--train-mpi-options` gives `train` the hyperparameter `sagemaker_mpi_custom_mpi_options` (e.g.
 `"--bind-to core"`, plain mpirun's binding for 2 ranks). `--train-env` sets variables for `train` alone (e.g. `OMP_NUM_THREADS=2 TF_NUM_INTRAOP_THREADS=2
 TF_NUM_INTEROP_THREADS=2` to undo its CPU thread split, `SM_SYSTEM_MONITOR=off`), to find where a
 difference comes from.
@@ -50,7 +52,7 @@ def _total(output: str, what: str) -> float:
 
 
 def run_train(base: Path, script: Path, script_args: dict[str, str], extra_env: dict[str, str],
-              mpi_options: str) -> float:
+              mpi_options: str, instance_type: str) -> float:
     shutil.rmtree(base, ignore_errors=True)
     (base / "input" / "config").mkdir(parents=True)
     hyperparameters = {"sagemaker_program": json.dumps(script.name), "sagemaker_submit_directory": json.dumps(str(script.parent)),
@@ -58,7 +60,7 @@ def run_train(base: Path, script: Path, script_args: dict[str, str], extra_env: 
                        **{k: json.dumps(v) for k, v in script_args.items()}}
     if mpi_options:
         hyperparameters["sagemaker_mpi_custom_mpi_options"] = json.dumps(mpi_options)
-    configs = {"resourceconfig.json": {"current_host": "algo-1", "hosts": ["algo-1"]},
+    configs = {"resourceconfig.json": {"current_host": "algo-1", "hosts": ["algo-1"], "current_instance_type": instance_type},
                "hyperparameters.json": hyperparameters, "inputdataconfig.json": {}}
     for name, content in configs.items():
         (base / "input" / "config" / name).write_text(json.dumps(content))
@@ -87,6 +89,8 @@ def main() -> None:
     parser.add_argument("--launchers", default="train,mpirun,horovodrun")
     parser.add_argument("--train-env", nargs="*", default=[], metavar="K=V")
     parser.add_argument("--train-mpi-options", default="")
+    parser.add_argument("--instance-type", default="ml.c5.large",
+                        help="what resourceconfig.json says (a 2-vCPU SageMaker CPU instance, like this VM; 'local' as SDK local mode)")
     args = parser.parse_args()
     train_env = dict(item.split("=", 1) for item in args.train_env)
     script = args.script.resolve()
@@ -94,7 +98,7 @@ def main() -> None:
                    "num-batches-per-iter": "3", "num-iters": args.iters}
     base = Path(tempfile.mkdtemp(prefix="bench-hvd-synthetic-")) / "ml"
     launchers = {
-        "train": lambda: run_train(base, script, script_args, train_env, args.train_mpi_options),
+        "train": lambda: run_train(base, script, script_args, train_env, args.train_mpi_options, args.instance_type),
         "mpirun": lambda: run_direct([shutil.which("mpirun") or "mpirun", "--allow-run-as-root", "-np", "2",
                                       "-x", "TF_USE_LEGACY_KERAS"], script, script_args),
         "horovodrun": lambda: run_direct([str(BIN / "horovodrun"), "-np", "2"], script, script_args),

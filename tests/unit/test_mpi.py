@@ -131,10 +131,12 @@ def test_ranks_on_a_cpu_host_are_bound_to_cpus_of_their_own() -> None:
     """P ranks on C CPUs without GPUs: each bound to C/P hardware threads, as the rank launcher splits threads."""
     from smtrain.plan.mpirun import cpus_per_rank
 
-    assert cpus_per_rank(2, 2, 0) == 1 and cpus_per_rank(4, 72, 0) == 18 and cpus_per_rank(3, 8, 0) == 2
-    assert cpus_per_rank(1, 8, 0) == 0  # one rank: nothing to keep apart
-    assert cpus_per_rank(8, 96, 8) == 0  # GPUs: ranks feed devices, Horovod's and NCCL's threads roam
-    assert cpus_per_rank(4, 2, 0) == 0  # oversubscribed: binding would stack ranks on the same CPUs
+    ml = "ml.c5.18xlarge"
+    assert cpus_per_rank(2, 2, 0, ml) == 1 and cpus_per_rank(4, 72, 0, ml) == 18 and cpus_per_rank(3, 8, 0, ml) == 2
+    assert cpus_per_rank(1, 8, 0, ml) == 0  # one rank: nothing to keep apart
+    assert cpus_per_rank(8, 96, 8, "ml.p4d.24xlarge") == 0  # GPUs: ranks feed devices, Horovod's and NCCL's threads roam
+    assert cpus_per_rank(4, 2, 0, ml) == 0  # oversubscribed: binding would stack ranks on the same CPUs
+    assert cpus_per_rank(2, 8, 0, "local") == 0  # SDK local mode: other hosts' containers may share the CPUs
     argv = _command(cpus_per_rank=18).argv
     assert "--use-hwthread-cpus" in argv
     assert _option(argv, "--bind-to") == ["hwthread"] and _option(argv, "--map-by") == ["slot:PE=18"]

@@ -21,8 +21,9 @@ MPI = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host
 PIPE = {"train": {"TrainingInputMode": "Pipe"}}
 
 
-def _plan(tmp_path: Path, current: str, facts: HostFacts = FACTS, **env: str):
-    tree = make_tree(tmp_path, hosts=HOSTS, current_host=current, hyperparameters=MPI, channels=PIPE)
+def _plan(tmp_path: Path, current: str, facts: HostFacts = FACTS, instance_type: str = "", **env: str):
+    extra = {"current_instance_type": instance_type} if instance_type else None
+    tree = make_tree(tmp_path, hosts=HOSTS, current_host=current, hyperparameters=MPI, channels=PIPE, resource_extra=extra)
     config = load_config(tree.env(SMTRAIN_SSHD_PORT="2222", SM_CONTROL_PORT="7100", **env))
     return plan_launch(config, facts, "/venv/bin/python", token="t" * 32)
 
@@ -52,8 +53,10 @@ def test_master_runs_mpirun_with_the_rank_launcher_and_one_contract(tmp_path: Pa
 
 def test_ranks_are_bound_to_the_cpus_this_host_lets_the_program_use(tmp_path: Path) -> None:
     plan = _plan(tmp_path, "algo-1", FACTS._replace(bindable_cpus=6))
+    assert plan.argv[plan.argv.index("--bind-to") + 1] == "none"  # no instance type: maybe not a host of its own
+    plan = _plan(tmp_path / "ml", "algo-1", FACTS._replace(bindable_cpus=6), instance_type="ml.c5.2xlarge")
     assert plan.argv[plan.argv.index("--map-by") + 1] == "slot:PE=3"
-    plan = _plan(tmp_path, "algo-1", FACTS._replace(bindable_cpus=6, num_gpus=2))
+    plan = _plan(tmp_path / "gpu", "algo-1", FACTS._replace(bindable_cpus=6, num_gpus=2), instance_type="ml.g5.12xlarge")
     assert plan.argv[plan.argv.index("--bind-to") + 1] == "none"
 
 

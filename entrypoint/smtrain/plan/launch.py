@@ -313,7 +313,8 @@ def _plan_mpi(given: KindInputs) -> KindPlan:
         mpi.layout, here, config.resources.network_interface_name, config.resources.current_instance_type,
         given.facts.network, {**without_internals(config.environ), **env_set}, config.mpi.custom_options,
         (python, "-m", "smtrain.rank", "--", *given.launch.argv),
-        cpus_per_rank=cpus_per_rank(ranks_per_host, given.facts.bindable_cpus, given.facts.num_gpus),
+        cpus_per_rank=cpus_per_rank(ranks_per_host, given.facts.bindable_cpus, given.facts.num_gpus,
+                                    config.resources.current_instance_type),
     )
     env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
     return KindPlan(command.argv, env_set, pipes, ranks_per_host, first_rank, mpi=mpi)

@@ -7,11 +7,11 @@ Choices (and why):
   otherwise (SDK local mode says `ethwe`, containers have `eth0`) the default-route interface.
 - A rank failing aborts the job at once (`orte_abort_on_non_zero_status`, no SIGTERM-to-SIGKILL
   delay): graceful stops go through `train`'s own signal path, not through mpirun's kill.
-- On a host without GPUs where each of P ranks can have cores/P CPUs of its own (P >= 2), every rank is
-  bound to its own cores/P CPUs (hardware threads, as `os.cpu_count()` counts them and as the rank
+- On a SageMaker instance without GPUs where each of P ranks can have cores/P CPUs of its own (P >= 2),
+  every rank is bound to its own cores/P CPUs (hardware threads, as `os.cpu_count()` counts them and as the rank
   launcher splits TensorFlow's and OpenMP's threads): Horovod's synthetic benchmark runs 1.09x faster
-  bound than unbound on 2 CPUs (benchmarks/bench_hvd_synthetic.py). With GPUs, one rank, or more ranks
-  than CPUs, nothing is bound. A user `--bind-to` or `--map-by` replaces the whole placement.
+  bound than unbound on 2 CPUs (benchmarks/bench_hvd_synthetic.py). With GPUs, one rank, more ranks
+  than CPUs, or outside SageMaker (local mode, `docker run`), nothing is bound. A user `--bind-to` or `--map-by` replaces the whole placement.
 - No `--tag-output`: it prefixes every line, which breaks SageMaker metric regexes anchored at `^`.
 - EFA (`FI_PROVIDER=efa`) only on EFA instance types where an EFA device is present; device RDMA
   where the instance type has it; `NCCL_PROTO=simple` only for EFA without RDMA (out-of-order delivery).
@@ -103,9 +103,12 @@ def split_nccl_debug(options: Sequence[str]) -> tuple[Optional[str], tuple[str, 
     return value, tuple(rest)
 
 
-def cpus_per_rank(ranks_per_host: int, cpus: int, num_gpus: int) -> int:
-    """How many CPUs each rank is bound to; 0: ranks are not bound."""
-    if num_gpus > 0 or ranks_per_host < 2 or cpus < ranks_per_host:
+def cpus_per_rank(ranks_per_host: int, cpus: int, num_gpus: int, instance_type: str) -> int:
+    """How many CPUs each rank is bound to; 0: ranks are not bound. Only on a SageMaker instance
+    (`ml.*`), which is the host's alone: SDK local mode (`local`) and `docker run` may put several
+    hosts' containers on one machine, whose ranks would then be pinned to the same CPUs (two such
+    containers on two CPUs starved a worker's `train` for 60 s)."""
+    if not instance_type.startswith("ml.") or num_gpus > 0 or ranks_per_host < 2 or cpus < ranks_per_host:
         return 0
     return cpus // ranks_per_host
 
