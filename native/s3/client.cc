@@ -180,14 +180,11 @@ Outcome Client::Call(const std::string& method, const std::string& bucket, const
     request.sink_capacity = sink_capacity;
     outcome.response = Perform(request);
     const HttpResponse& r = outcome.response;
-    if (r.status >= 200 && r.status < 300) {
-      std::string error_code = XmlValue(r.body, "Error/Code");  // CopyObject and Complete can fail with 200
-      if (error_code.empty() || sink != nullptr) {
-        outcome.code = TF_OK;
-        return outcome;
-      }
+    const std::string error_code = XmlValue(r.body, "Error/Code");  // CopyObject and Complete can fail with 200
+    if (r.status >= 200 && r.status < 300 && (error_code.empty() || sink != nullptr)) {
+      outcome.code = TF_OK;
+      return outcome;
     }
-    std::string error_code = XmlValue(r.body, "Error/Code");
     auto moved = r.headers.find("x-amz-bucket-region");
     if (!region_moved && endpoint.base.empty() && moved != r.headers.end() && moved->second != region &&
         (r.status == 301 || r.status == 400 || r.status == 403)) {

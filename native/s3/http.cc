@@ -46,6 +46,22 @@ size_t OnBody(char* data, size_t size, size_t count, void* user) {
   return n;
 }
 
+// What every request sets alike: URL, headers, timeouts, TLS checks. Returns the header list to free.
+curl_slist* Configure(CURL* curl, const HttpRequest& request) {
+  curl_slist* headers = nullptr;
+  for (const auto& kv : request.headers) headers = curl_slist_append(headers, (kv.first + ": " + kv.second).c_str());
+  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
+  headers = curl_slist_append(headers, "Accept:");
+  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
+  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, request.connect_timeout_ms);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, request.verify_tls ? 1L : 0L);
+  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, request.verify_tls ? 2L : 0L);
+  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024);
+  return headers;
+}
+
 CURL* ThreadHandle() {
   static std::once_flag once;
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
@@ -64,24 +80,14 @@ HttpResponse Perform(const HttpRequest& request) {
   CURL* curl = ThreadHandle();
   curl_easy_reset(curl);  // keeps the connection cache
   Exchange x{curl, &response, &request};
-  curl_slist* headers = nullptr;
-  for (const auto& kv : request.headers) headers = curl_slist_append(headers, (kv.first + ": " + kv.second).c_str());
-  headers = curl_slist_append(headers, "Expect:");  // no 100-continue round trip
-  headers = curl_slist_append(headers, "Accept:");
-  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  curl_slist* headers = Configure(curl, request);
   curl_easy_setopt(curl, CURLOPT_HEADERFUNCTION, OnHeader);
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &x);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &x);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, request.connect_timeout_ms);
   if (request.total_timeout_ms > 0) curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, request.total_timeout_ms);
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);  // a stalled transfer fails (and is retried)
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_TIME, 60L);
-  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, request.verify_tls ? 1L : 0L);
-  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, request.verify_tls ? 2L : 0L);
-  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024);
   if (request.method == "HEAD") {
     curl_easy_setopt(curl, CURLOPT_NOBODY, 1L);
   } else if (request.method == "GET") {
@@ -107,20 +113,10 @@ HttpResponse Perform(const HttpRequest& request) {
 HttpStream::HttpStream(const HttpRequest& request) {
   CURL* curl = curl_easy_init();
   easy_ = curl;
-  curl_slist* headers = nullptr;
-  for (const auto& kv : request.headers) headers = curl_slist_append(headers, (kv.first + ": " + kv.second).c_str());
-  headers = curl_slist_append(headers, "Accept:");
-  headers_ = headers;
-  curl_easy_setopt(curl, CURLOPT_URL, request.url.c_str());
-  curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
-  curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
+  headers_ = Configure(curl, request);
   curl_easy_setopt(curl, CURLOPT_HTTPGET, 1L);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnData);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, this);
-  curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, request.connect_timeout_ms);
-  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYPEER, request.verify_tls ? 1L : 0L);
-  curl_easy_setopt(curl, CURLOPT_SSL_VERIFYHOST, request.verify_tls ? 2L : 0L);
-  curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, 512L * 1024);
   CURLM* multi = curl_multi_init();
   multi_ = multi;
   curl_multi_add_handle(multi, curl);

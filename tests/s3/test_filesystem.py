@@ -22,6 +22,11 @@ def _run(program: str, *args: str, env: dict, timeout: float = 240) -> subproces
                           timeout=timeout)
 
 
+def _job_env(s3: S3Server, tree, **extra: str) -> dict:
+    """`train`'s environment for a job tree whose program talks to the test's S3 server."""
+    return {**s3.env(), **tree.env(**{k: v for k, v in s3.env().items() if k.startswith("AWS_")}, **extra)}
+
+
 def test_every_gfile_operation_and_tfrecords_over_s3(s3: S3Server) -> None:
     bucket = s3.new_bucket()
     done = _run("s3_gfile.py", f"s3://{bucket}/job", env=s3.env(SMTRAIN_S3_PART_BYTES=str(5 << 20), SMTRAIN_S3_MULTIPART_THRESHOLD_BYTES=str(5 << 20),
@@ -80,8 +85,7 @@ def test_a_keras_job_writes_to_its_s3_model_dir_through_train_and_the_next_job_r
         tree = make_tree(tmp_path / f"run{run}", hyperparameters={"model_dir": json.dumps(model_dir)},
                          program="keras_model_dir.py")
         shutil.copy(PROGRAMS / "keras_model_dir.py", tree.code_dir)
-        done = run_train(tree, env={**s3.env(), **tree.env(TF_USE_LEGACY_KERAS="1", **{k: v for k, v in s3.env().items() if k.startswith("AWS_")})},
-                         timeout=300)
+        done = run_train(tree, env=_job_env(s3, tree, TF_USE_LEGACY_KERAS="1"), timeout=300)
         assert done.returncode == 0, done.stderr.decode()[-3000:]
         line = [x for x in done.stdout.decode().splitlines() if x.startswith("RESULT ")][-1]
         results.append(json.loads(line[len("RESULT "):]))
@@ -109,8 +113,7 @@ def test_an_s3_submit_directory_is_fetched_and_run(s3: S3Server, tmp_path: Path)
     s3.client().upload_file(str(tmp_path / "sourcedir.tar.gz"), bucket, "job/source/sourcedir.tar.gz")
     tree = make_tree(tmp_path / "job", program="entry.py", hyperparameters={
         "sagemaker_submit_directory": json.dumps(f"s3://{bucket}/job/source/sourcedir.tar.gz"), "epochs": "3"})
-    done = run_train(tree, env={**s3.env(), **tree.env(**{k: v for k, v in s3.env().items() if k.startswith("AWS_")})},
-                     timeout=120)
+    done = run_train(tree, env=_job_env(s3, tree), timeout=120)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     assert "RAN 42 ['--epochs', '3']" in done.stdout.decode()
 

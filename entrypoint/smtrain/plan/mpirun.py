@@ -9,8 +9,8 @@ Choices (and why):
   delay): graceful stops go through `train`'s own signal path, not through mpirun's kill.
 - On a SageMaker instance without GPUs where each of P ranks can have cores/P CPUs of its own (P >= 2),
   every rank is bound to its own cores/P CPUs (hardware threads, as `os.cpu_count()` counts them and as the rank
-  launcher splits TensorFlow's and OpenMP's threads): Horovod's synthetic benchmark runs 1.09x faster
-  bound than unbound on 2 CPUs (benchmarks/bench_hvd_synthetic.py). With GPUs, one rank, more ranks
+  launcher splits TensorFlow's and OpenMP's threads), as plain mpirun binds each rank to a core:
+  Horovod's synthetic benchmark (benchmarks/bench_hvd_synthetic.py) needs it to keep up with mpirun. With GPUs, one rank, more ranks
   than CPUs, or outside SageMaker (local mode, `docker run`), nothing is bound. A user `--bind-to` or `--map-by` replaces the whole placement.
 - No `--tag-output`: it prefixes every line, which breaks SageMaker metric regexes anchored at `^`.
 - EFA (`FI_PROVIDER=efa`) only on EFA instance types where an EFA device is present; device RDMA
@@ -119,7 +119,7 @@ def _placement(cpus_per_rank: int) -> list[list[str]]:
     return [["--use-hwthread-cpus"], ["--bind-to", "hwthread"], ["--map-by", f"slot:PE={cpus_per_rank}"]]
 
 
-_PLACEMENT_FLAGS = frozenset({("--bind-to",), ("--map-by",), ("--use-hwthread-cpus",)})
+_PLACEMENT_FLAGS = ("--bind-to", "--map-by", "--use-hwthread-cpus")
 _SAME_AS = {"-bind-to": "--bind-to", "-map-by": "--map-by", "-mca": "--mca", "-use-hwthread-cpus": "--use-hwthread-cpus"}
 
 
@@ -130,7 +130,7 @@ def _option_keys(options: Sequence[str]) -> list[tuple[str, ...]]:
     for i, item in enumerate(options):
         flag = _SAME_AS.get(item, item)
         following = options[i + 1] if i + 1 < len(options) else ""
-        if flag in ("--bind-to", "--map-by", "--use-hwthread-cpus"):
+        if flag in _PLACEMENT_FLAGS:
             keys.append((flag,))
         elif flag == "--mca" and following:
             keys.append(("--mca", following))
@@ -179,7 +179,7 @@ def mpirun_command(
     overridden = _option_keys(custom)
     argv = ["mpirun", "--allow-run-as-root", "--host", ",".join(f"{h}:{job.processes_per_host}" for h in hosts),
             "-np", str(job.num_processes)]
-    if not _PLACEMENT_FLAGS.intersection(overridden):  # the user's placement replaces ours whole
+    if not any((flag,) in overridden for flag in _PLACEMENT_FLAGS):  # the user's placement replaces ours whole
         argv += [item for group in _placement(cpus_per_rank) for item in group]
     for group in defaults:  # a user option that contradicts a default replaces it
         if _option_keys(group)[0] not in overridden:
