@@ -17,6 +17,7 @@ apt_packages=(
   docker.io debootstrap                                    # the image: an engine, and a base image from the mirror
   docker-compose                                           # the SageMaker SDKs' local mode runs the image with it
   libcurl4-openssl-dev libssl-dev libexpat1-dev nlohmann-json3-dev  # the s3:// file system (native/s3/)
+  chromium                                                 # headless, the profiler report's rendering test
 )
 
 log() { printf 'setup: %s\n' "$*" >&2; }

@@ -24,6 +24,7 @@ import os
 import time
 from typing import Optional
 
+from .common import stephook
 from .wire.progress import FILE_SIZE, INIT_OFFSET, INIT_PHASE, PROGRESS_FILE_ENV, RECORD, Counts, InitPhase, read
 
 __all__ = ["FILE_SIZE", "PROGRESS_FILE_ENV", "Counts", "InitPhase", "alive", "read", "step"]
@@ -69,6 +70,8 @@ _counter = _Counter()
 def step(steps: int = 1) -> None:
     """Count `steps` training steps done by this rank (cheap: a store into shared memory)."""
     _counter.add(steps, 0)
+    if stephook.listener is not None:  # the step profiler (smtrain.profiler.hooks), outside Keras
+        stephook.listener(steps)
 
 
 def alive() -> None:

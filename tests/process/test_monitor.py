@@ -2,6 +2,8 @@
 as such, the last samples survive SIGTERM and SIGKILL, no monitor outlives train; the report; metric lines."""
 from __future__ import annotations
 
+import base64
+import io
 import json
 import os
 import re
@@ -160,12 +162,12 @@ def test_report_renders_with_plots(tmp_path: Path) -> None:
                            "--param", "LowGPUUtilization.patience=0", "--param", "CPUBottleneck.patience=0"],
                           capture_output=True, timeout=120)
     assert done.returncode == 0, done.stderr.decode()
-    html = (out / "report.html").read_text()
-    pictures = re.findall(r"<img src='([^']+)'", html)
-    assert set(pictures) == {"utilisation.png", "cores-algo-1.png"}
-    for name in pictures:
-        image = matplotlib.image.imread(out / name)
-        assert image.shape[0] > 100 and image.std() > 0.05, f"{name} is blank"
+    html = (out / "profiler-report.html").read_text()
+    pictures = re.findall(r"<figure><img alt='([^']+)' src='data:image/png;base64,([^']+)'>", html)
+    assert [caption for caption, _ in pictures] == ["System utilisation per host", "algo-1: CPU utilisation per core (%)"]
+    for caption, data in pictures:
+        image = matplotlib.image.imread(io.BytesIO(base64.b64decode(data)), format="png")
+        assert image.shape[0] > 100 and image.std() > 0.05, f"{caption} is blank"
     summary = json.loads((out / "summary.json").read_text())
     fired = {r["rule"] for r in summary["rules"] if r["triggered"]}
     assert {"LowGPUUtilization", "CPUBottleneck"} <= fired
@@ -175,7 +177,7 @@ def test_report_renders_with_plots(tmp_path: Path) -> None:
 
 def test_report_without_samples_is_a_clear_error(tmp_path: Path) -> None:
     done = subprocess.run([TRAIN, "report", str(tmp_path)], capture_output=True, timeout=60)
-    assert done.returncode == 1 and b"no system-monitor samples under" in done.stderr
+    assert done.returncode == 1 and b"no system-monitor samples or step events under" in done.stderr
     done = subprocess.run([TRAIN, "report", str(tmp_path), "--param", "Nope.x=1"], capture_output=True, timeout=60)
     assert done.returncode == 2 and b"unknown rule parameter" in done.stderr
 

@@ -30,6 +30,7 @@ from .defaults import (
 )
 from .distribution import distribution_groups, distribution_hosts, strategy_of, truthy
 from .modeltrainer import read_model_trainer
+from .profiling import profiling_of
 from .model import (
     Channel, InputMode, InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, SshdSettings, Strategy, TrainingConfig,
 )
@@ -380,5 +381,6 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
         stall_timeout_s=_duration(decoded, environ, "sagemaker_stall_timeout_seconds", "SM_STALL_TIMEOUT_SECONDS",
                                   DEFAULT_STALL_TIMEOUT_S, str(hp_path)),
         monitor_interval_ms=_monitor_interval(decoded, environ, profiler_config, str(hp_path)),
+        profiling=profiling_of(decoded, environ, profiler_config, str(hp_path), str(profiler_path)),
         environ=dict(environ),
     )

@@ -8,6 +8,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from . import hyperparameters as hps
 from ..wire.records import RecordFormat
+from .profiling import Profiling
 
 __all__ = [
     "Channel", "CodeFacts", "HostFacts", "InputMode", "InstanceGroup", "MpiSettings", "NetworkFacts", "Paths",
@@ -138,6 +139,7 @@ class TrainingConfig(NamedTuple):
     heartbeat_timeout_s: float  # silence on the control channel after which a host counts as lost
     stall_timeout_s: float  # no progress on any rank for this long fails the job; 0: off
     monitor_interval_ms: Optional[float]  # the system monitor's sampling interval; None: switched off
+    profiling: "Profiling"  # step metrics and the detailed / Python profiling windows (config.profiling)
     environ: Mapping[str, str]  # the environment `train` was started with
 
     @property

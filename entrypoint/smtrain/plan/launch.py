@@ -16,6 +16,7 @@ from ..config.secrets import Redactor
 from ..wire.contract import RANK_CONTRACT_ENV, RankContract, without_internals
 from .mpirun import MpiLayout, cpus_per_rank, layout, mpirun_command
 from ..wire.pipes import PipeAssignment, PipeMode, demux_folder, pipe_env
+from ..wire.profiling import FRAMEWORK_PROFILER_ENV, ProfilerSettings
 from .pipes import PipeChannel, assign_pipes
 from .program import ProgramLaunch, plan_program
 from .localmode import checkpoint_carry, emulated_channels, feeder_command
@@ -23,7 +24,7 @@ from .smenv import process_env_vars, sm_env_vars
 from .tfconfig import Task, container_env, tasks_of, tf_config
 
 __all__ = ["PLANNERS", "Distribution", "KindInputs", "KindPlan", "LaunchPlan", "MpiPlan", "Role", "StrategyPlan", "dumps",
-           "plan_launch"]
+           "horovod_timeline", "plan_launch", "profiler_env", "report_command"]
 
 
 class Distribution(enum.Enum):
@@ -118,6 +119,7 @@ class LaunchPlan(NamedTuple):
     pipes: tuple[PipeAssignment, ...]  # which FIFOs the program (each rank) reads
     demux: tuple[tuple[str, ...], ...]  # demultiplexer processes this host runs beside the ranks
     monitor: tuple[str, ...]  # the system monitor's command; empty when switched off
+    report: tuple[str, ...]  # the profiler report's command, run when the job ends (master, single); or empty
     emulated: tuple[str, ...]  # File channels streamed as Pipe mode from their files (plan.localmode)
     feeder: tuple[str, ...]  # the local feeder's command for them; empty without any
     checkpoint_dir: Path
@@ -151,6 +153,7 @@ class LaunchPlan(NamedTuple):
                       for a in self.pipes},
             "demux": [list(argv) for argv in self.demux],
             "monitor": list(self.monitor),
+            "report": list(self.report),
             "emulated_pipes": list(self.emulated),
             "feeder": list(self.feeder),
             "restore_checkpoints_from": str(self.restore_checkpoints_from) if self.restore_checkpoints_from else None,
@@ -249,6 +252,41 @@ def monitor_command(config: TrainingConfig, python: str) -> tuple[str, ...]:
         return ()
     return (python, "-m", "smtrain.profiler.monitor", "--out", str(config.paths.output_dir / "profiler"),
             "--host", config.resources.current_host, "--interval-ms", f"{config.monitor_interval_ms:g}")
+
+
+def profiler_env(config: TrainingConfig) -> dict[str, str]:
+    """What every rank's start-up hook reads to record its steps (smtrain.profiler.hooks)."""
+    p = config.profiling
+    if not (p.steps or p.detailed or p.python):
+        return {}
+    settings = ProfilerSettings(str(config.paths.output_dir / "profiler"), config.resources.current_host,
+                                p.steps, p.detailed, p.python)
+    return {FRAMEWORK_PROFILER_ENV: settings.to_json()}
+
+
+def horovod_timeline(config: TrainingConfig, program_dir: Path) -> Optional[Path]:
+    """HOROVOD_TIMELINE as the ranks get it (`-x NAME=VALUE` in the custom MPI options, else the
+    environment), relative paths from the ranks' working folder."""
+    value = config.environ.get("HOROVOD_TIMELINE")
+    options = list(config.mpi.custom_options)
+    for i, option in enumerate(options):
+        given = options[i + 1] if option == "-x" and i + 1 < len(options) else ""
+        if given.startswith("HOROVOD_TIMELINE="):
+            value = given.partition("=")[2]
+    if not value or value.upper() == "DYNAMIC":
+        return None
+    return program_dir / value
+
+
+def report_command(config: TrainingConfig, python: str, program_dir: Path) -> tuple[str, ...]:
+    """`train report` over this host's profiler folder into output/data (SageMaker packs it into
+    output.tar.gz). `run` adds `--since` (the job's start) when it runs it."""
+    if config.monitor_interval_ms is None and not config.profiling.steps:
+        return ()
+    timeline = horovod_timeline(config, program_dir) if config.mpi.enabled else None
+    return (python, "-m", "smtrain.profiler.report", str(config.paths.output_dir / "profiler"),
+            "--out", str(config.paths.output_data_dir / "profiler-report"), "--job",
+            *(("--horovod-timeline", str(timeline)) if timeline else ()))
 
 
 def _mpi_plan(config: TrainingConfig, facts: HostFacts, role: Role) -> MpiPlan:
@@ -354,6 +392,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
             **strategy_env(config),
             **sm_env_vars(config, facts),
             "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
+            **profiler_env(config),
             **({"SM_TENSORBOARD_DIR": str(config.tensorboard_dir)} if config.tensorboard_dir else {}),
             **pipe_env(pipes, 0),
             "PYTHONPATH": pythonpath,
@@ -387,6 +426,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         pipes=kind.pipes,
         demux=demux_commands(kind.pipes, config.paths.input_data_dir, kind.ranks_per_host, python, resume),
         monitor=monitor_command(config, python),
+        report=report_command(config, python, launch.program_dir) if role in (Role.SINGLE, Role.MASTER) else (),
         emulated=emulated,
         feeder=feeder_command(config, emulated, python),
         checkpoint_dir=config.checkpoint_dir,

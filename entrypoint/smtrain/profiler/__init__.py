@@ -1,5 +1,6 @@
-"""The system profiler: the per-host monitor (smdebug's system-metrics files), the rules in the
-spirit of SageMaker Debugger's, and the `train report` HTML report."""
+"""The profiler: the per-host system monitor (smdebug's system-metrics files), every rank's step
+recorder and the hooks that feed it (smdebug's framework events), the rules in the spirit of
+SageMaker Debugger's, and the HTML report (`train report`, and at every job's end)."""
 
 # Submodules are imported where they are used, never here: a process loads only what its role needs.
-__all__ = ["monitor", "report", "rules"]
+__all__ = ["events", "hooks", "monitor", "plots", "report", "rules", "steprules", "steps", "timeline"]

@@ -238,14 +238,17 @@ RULES = {
 }
 
 
-def parse_overrides(items: Iterable[str]) -> dict[str, dict[str, float]]:
-    """`Rule.param=value` strings (e.g. from `train report --param`) -> overrides; errors name the item."""
+def parse_overrides(items: Iterable[str], defaults: Optional[Mapping[str, Mapping[str, float]]] = None
+                    ) -> dict[str, dict[str, float]]:
+    """`Rule.param=value` strings (e.g. from `train report --param`) -> overrides; errors name the item.
+    `defaults`: the rules and parameters there are (these system rules' by default)."""
+    defaults = DEFAULTS if defaults is None else defaults
     overrides: dict[str, dict[str, float]] = {}
     for item in items:
         name, _, value = item.partition("=")
         rule, _, param = name.partition(".")
-        if rule not in DEFAULTS or param not in DEFAULTS[rule]:
-            known = ", ".join(f"{r}.{k}" for r in DEFAULTS for k in DEFAULTS[r])
+        if rule not in defaults or param not in defaults[rule]:
+            known = ", ".join(f"{r}.{k}" for r in defaults for k in defaults[r])
             raise ValueError(f"--param {item!r}: unknown rule parameter; known: {known}")
         try:
             overrides.setdefault(rule, {})[param] = float(value)

@@ -28,12 +28,20 @@ from .collectives import check_interval_s
 from .reporter import ProgressReporter, Reporter, task_rank
 from .watch import REPORT_TAIL_BYTES, FailureWatch
 
-__all__ = ["cpu_threads", "main", "rank_env"]
+__all__ = ["cpu_threads", "main", "rank_env", "with_startup_hook"]
 
-# Tells the stall watchdog when the rank calls Horovod's init and returns from it (startup/sitecustomize.py).
+# Tells the stall watchdog when the rank calls Horovod's init and returns from it, and starts the step
+# profiler (startup/sitecustomize.py).
 STARTUP_HOOK = str(Path(__file__).resolve().parent / "startup")
 # Horovod's stall inspector interval, set for the ranks when the stall watchdog is on (rank.collectives).
 STALL_CHECK_ENV = "HOROVOD_STALL_CHECK_TIME_SECONDS"
+
+
+def with_startup_hook(env: dict[str, str]) -> dict[str, str]:
+    """`env` with the start-up hook first on PYTHONPATH (once)."""
+    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != STARTUP_HOOK]
+    env["PYTHONPATH"] = os.pathsep.join([STARTUP_HOOK, *parts])
+    return env
 
 
 def local_host(environ: Mapping[str, str]) -> Optional[str]:
@@ -114,7 +122,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     watch = FailureWatch(reporter)
     progress = ProgressFile()
     progress.export(env)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [STARTUP_HOOK, env.get("PYTHONPATH")]))
+    with_startup_hook(env)
     progress_reporter = ProgressReporter(contract, env, progress).start() if contract else None
     on_stderr = watch if progress_reporter is None else _both(watch, progress_reporter.inspector_lines)
     try:

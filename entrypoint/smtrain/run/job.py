@@ -6,13 +6,16 @@
                    the workers' hellos, the watchdog, the program, the job's end (run.master);
                    worker: the master's link and this host's part (run.worker). What differs between
                    kinds (MPI, MultiWorkerMirroredStrategy, parameter servers) is a `Policy` (run.kinds)
-    finish         anything left running ended; the `JobOutcome` rendered once (run.outcome.render)
+    finish         anything left running ended; the profiler report (master, single host; also after a
+                   failure); the `JobOutcome` rendered once (run.outcome.render)
 """
 from __future__ import annotations
 
 import shlex
 import shutil
 import signal
+import subprocess
+import time
 from typing import Callable, Mapping
 
 from ..common import linux
@@ -21,13 +24,14 @@ from ..common.signals import SignalWaker
 from ..plan.localmode import describe as describe_emulation
 from ..plan.launch import LaunchPlan, Role
 from ..plan.program import check_program
-from ..proc.helpers import HelperGroup
+from ..config.defaults import REPORT_TIMEOUT_S
+from ..proc.helpers import HelperGroup, spawn_helper
 from ..proc.supervise import end_descendants, parent_death_signal
 from .carry import keep_checkpoints, restore_checkpoints
 from .codesetup import fetch_code, install_requirements
 from .outcome import FileState, JobOutcome, render
 
-__all__ = ["HostJob", "prepare", "start_helpers"]
+__all__ = ["HostJob", "prepare", "start_helpers", "write_report"]
 
 
 def prepare(plan: LaunchPlan, python: str) -> None:
@@ -58,6 +62,22 @@ def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
         helpers.start("system monitor", plan.monitor, preexec_fn=parent_death_signal(signal.SIGTERM))
 
 
+def write_report(argv: tuple[str, ...], since: float, timeout_s: float = REPORT_TIMEOUT_S) -> None:
+    """The profiler report over what this job measured (smtrain.profiler.report); bounded, and
+    whatever it does, the job's outcome stays as it was."""
+    try:
+        process = spawn_helper([*argv, "--since", f"{since:.3f}"])
+    except OSError as e:
+        log(f"the profiler report could not start: {e}")
+        return
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        log(f"the profiler report took more than {timeout_s:g} s and was stopped")
+
+
 class HostJob:
     """What a role body works with: the plan, the inherited environment, the signal waker, the job's
     token (it authenticates rank reports) and the helpers started so far."""
@@ -66,6 +86,7 @@ class HostJob:
                  token: str) -> None:
         self.plan, self.inherited_env, self.python, self.waker, self.token = plan, inherited_env, python, waker, token
         self.helpers = HelperGroup()
+        self.started_at = time.time()  # wall clock: the report reads events from this job only
 
     def start_helpers(self) -> list[int]:
         start_helpers(self.plan, self.helpers)
@@ -82,5 +103,7 @@ class HostJob:
         finally:
             end_descendants(self.waker, 2.0)  # whatever the job left behind: nothing outlives train
             keep_checkpoints(self.plan.checkpoint_dir, self.plan.keep_checkpoints_in)
+        if self.plan.report:
+            write_report(self.plan.report, self.started_at)
         success = "the program succeeded" if self.plan.role is Role.SINGLE else "the job succeeded"
         return render(outcome, self.plan.failure_file, at_start, self.plan.success_file, success, redact)

@@ -12,6 +12,7 @@ from ..config.defaults import STACK_DUMP_WAIT_S
 from ..errors import ExitCode, FailureKind
 from ..proc.progressfile import ProgressFile, dump_stacks
 from ..proc.supervise import supervise
+from ..rank.launcher import with_startup_hook
 from .job import HostJob
 from .outcome import SUCCESS, JobOutcome, describe_program_failure
 from .stall import Stall, StallWatch
@@ -23,7 +24,7 @@ __all__ = ["run_single"]
 def run_single(job: HostJob) -> JobOutcome:
     plan = job.plan
     log(f"host {plan.host}: starting {shlex.join(plan.argv)}")
-    env = plan.child_env(job.inherited_env)
+    env = with_startup_hook(plan.child_env(job.inherited_env))
     progress = ProgressFile()
     progress.export(env)
     dog: Optional[Watchdog] = None

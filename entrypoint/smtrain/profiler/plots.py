@@ -1,0 +1,201 @@
+"""The report's pictures (matplotlib, Agg): each function returns (title, PNG bytes), or None when
+there is nothing to draw. Times on the x axes are seconds since the job's start."""
+from __future__ import annotations
+
+import io
+from typing import Any, Optional
+
+from .events import BETWEEN, STEP, StepEvent
+from .rules import Series, gpus, hosts
+from .steprules import RankStats
+from .timeline import TimelineStats
+
+__all__ = ["Picture", "breakdown", "cores", "spread", "step_histograms", "step_times", "timeline_shares",
+           "utilisation", "utilisation_against_steps"]
+
+Picture = tuple[str, bytes]
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(figure: Any) -> bytes:
+    plt = _pyplot()
+    figure.tight_layout()
+    data = io.BytesIO()
+    figure.savefig(data, format="png", dpi=80)
+    plt.close(figure)
+    return data.getvalue()
+
+
+def utilisation(series: Series, start: float) -> Optional[Picture]:
+    if not series:
+        return None
+    plt = _pyplot()
+    figure, axes = plt.subplots(2, 1, figsize=(10, 5.5), sharex=True)
+    for host in hosts(series):
+        cpu = series.get((host, "cpu_total", "CPUUtilization"), [])
+        axes[0].plot([t - start for t, _ in cpu], [v for _, v in cpu], label=f"{host} CPU")
+        for gpu in gpus(series, host):
+            values = series[(host, gpu, "GPUUtilization")]
+            axes[0].plot([t - start for t, _ in values], [v for _, v in values], label=f"{host} {gpu}")
+        memory = series.get((host, "MemoryUsedPercent", "Memory"), [])
+        axes[1].plot([t - start for t, _ in memory], [v for _, v in memory], label=f"{host} memory")
+        for gpu in gpus(series, host):
+            values = series.get((host, gpu, "GPUMemoryUtilization"), [])
+            axes[1].plot([t - start for t, _ in values], [v for _, v in values], label=f"{host} {gpu} memory")
+    axes[0].set_ylabel("utilisation %")
+    axes[1].set_ylabel("memory used %")
+    axes[1].set_xlabel("seconds since the job's start")
+    for ax in axes:
+        ax.set_ylim(0, 105)
+        ax.legend(loc="upper right", fontsize="small")
+        ax.grid(alpha=0.3)
+    return "System utilisation per host", _png(figure)
+
+
+def cores(series: Series, host: str) -> Optional[Picture]:
+    names = sorted((n for h, n, d in series if h == host and d == "CPUUtilization" and n[3:].isdigit()),
+                   key=lambda n: int(n[3:]))
+    if not names:
+        return None
+    rows = [[v for _, v in series[(host, c, "CPUUtilization")]] for c in names]
+    width = min(len(r) for r in rows)
+    plt = _pyplot()
+    figure, ax = plt.subplots(figsize=(10, 1 + 0.3 * len(names)))
+    image = ax.imshow([r[:width] for r in rows], aspect="auto", cmap="viridis", vmin=0, vmax=100,
+                      interpolation="nearest")
+    ax.set_yticks(range(len(names)), names)
+    ax.set_xlabel("sample")
+    figure.colorbar(image, ax=ax)
+    return f"{host}: CPU utilisation per core (%)", _png(figure)
+
+
+def step_times(events: list[StepEvent], start: float) -> Optional[Picture]:
+    steps = [e for e in events if e.kind == STEP]
+    if not steps:
+        return None
+    plt = _pyplot()
+    figure, ax = plt.subplots(figsize=(10, 4))
+    for node in sorted({e.node for e in steps}):
+        for mode, marker in (("TRAIN", "o"), ("EVAL", "s"), ("PREDICT", "^")):
+            mine = [e for e in steps if e.node == node and e.mode == mode]
+            if mine:
+                ax.scatter([e.start - start for e in mine], [e.duration * 1e3 for e in mine], s=8, marker=marker,
+                           label=f"rank {node} {mode.lower()}")
+    ax.set_xlabel("seconds since the job's start")
+    ax.set_ylabel("step duration (ms)")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="upper right", fontsize="small", markerscale=2)
+    return "Step duration over time, per rank", _png(figure)
+
+
+def step_histograms(ranks: dict[str, RankStats]) -> Optional[Picture]:
+    ranks = {n: s for n, s in ranks.items() if s.step_ms}
+    if not ranks:
+        return None
+    plt = _pyplot()
+    import numpy
+
+    figure, ax = plt.subplots(figsize=(10, 4))
+    values = [v for s in ranks.values() for v in s.step_ms if v > 0]
+    low, high = min(values, default=0.1), max(values, default=1.0)
+    bins = numpy.geomspace(low, high * 1.0001, 40) if high > low else 40  # log bins: the first step's tracing is 1000x
+    for node, stats in ranks.items():
+        ax.hist(stats.step_ms, bins=bins, alpha=0.5, label=f"rank {node} ({len(stats.step_ms)} steps)")
+    if high > low:
+        ax.set_xscale("log")
+    ax.set_xlabel("training step duration (ms)")
+    ax.set_ylabel("steps")
+    ax.legend(loc="upper right", fontsize="small")
+    ax.grid(alpha=0.3)
+    return "Histogram of training step durations, per rank", _png(figure)
+
+
+def breakdown(ranks: dict[str, RankStats], phases_s: dict[str, float]) -> Optional[Picture]:
+    if not ranks:
+        return None
+    plt = _pyplot()
+    figure, ax = plt.subplots(figsize=(10, 1.2 + 0.45 * len(ranks)))
+    names = list(ranks)
+    left = [0.0] * len(names)
+    parts = [("train", "training steps"), ("eval", "evaluation steps"), ("predict", "prediction steps"),
+             ("between", "between steps (input, callbacks)")]
+    for key, label in parts:
+        values = [ranks[n].total_s.get(key, 0.0) for n in names]
+        ax.barh(names, values, left=left, label=label)
+        left = [a + b for a, b in zip(left, values)]
+    other = [max(0.0, phases_s.get("job", 0.0) - total) for total in left]
+    ax.barh(names, other, left=left, label="other (start-up, epochs' ends, finalisation)", color="#cccccc")
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("rank")
+    ax.legend(loc="lower right", fontsize="small")
+    return "Where each rank's time went", _png(figure)
+
+
+def spread(ranks: dict[str, RankStats]) -> Optional[Picture]:
+    ranks = {n: s for n, s in ranks.items() if s.step_ms}
+    if not ranks:
+        return None
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    axes[0].boxplot([s.step_ms for s in ranks.values()], showfliers=True)
+    axes[0].set_xticks(range(1, len(ranks) + 1), list(ranks), fontsize="small")
+    axes[0].set_ylabel("training step (ms)")
+    axes[1].boxplot([s.between_ms or [0.0] for s in ranks.values()], showfliers=True)
+    axes[1].set_xticks(range(1, len(ranks) + 1), list(ranks), fontsize="small")
+    axes[1].set_ylabel("between steps (ms)")
+    for ax in axes:
+        ax.set_yscale("symlog", linthresh=1.0)
+        ax.grid(alpha=0.3)
+    return "Spread of step times across ranks", _png(figure)
+
+
+def utilisation_against_steps(series: Series, events: list[StepEvent], start: float) -> Optional[Picture]:
+    train = [e for e in events if e.kind == STEP and e.mode == "TRAIN"]
+    if not train or not series:
+        return None
+    plt = _pyplot()
+    figure, ax = plt.subplots(figsize=(10, 4))
+    used = "CPU"
+    for host in hosts(series):
+        names = gpus(series, host)
+        keys = [(host, g, "GPUUtilization") for g in names] or [(host, "cpu_total", "CPUUtilization")]
+        used = "GPU" if names else used
+        for key in keys:
+            values = series.get(key, [])
+            ax.plot([t - start for t, _ in values], [v for _, v in values], alpha=0.6, label=f"{key[0]} {key[1]}")
+    ax.set_ylim(0, 105)
+    ax.set_ylabel(f"{used} utilisation %")
+    ax.set_xlabel("seconds since the job's start")
+    twin = ax.twinx()
+    twin.scatter([e.start - start for e in train], [e.duration * 1e3 for e in train], s=6, color="black",
+                 label="training step (ms)")
+    gaps = [e for e in events if e.kind == BETWEEN and e.mode == "TRAIN"]
+    if gaps:
+        twin.scatter([e.start - start for e in gaps], [e.duration * 1e3 for e in gaps], s=6, color="red",
+                     marker="x", label="between steps (ms)")
+    twin.set_yscale("log")
+    twin.set_ylabel("ms")
+    ax.legend(loc="upper left", fontsize="small")
+    twin.legend(loc="upper right", fontsize="small")
+    return f"{used} utilisation against step times", _png(figure)
+
+
+def timeline_shares(timeline: TimelineStats) -> Optional[Picture]:
+    if not timeline.by_activity:
+        return None
+    plt = _pyplot()
+    figure, ax = plt.subplots(figsize=(10, 1.5 + 0.35 * len(timeline.by_activity)))
+    names = list(timeline.by_activity)
+    ax.barh(names, [timeline.by_activity[n] for n in names])
+    ax.set_xlabel("seconds, summed over tensors")
+    return (f"Horovod timeline: collectives {timeline.collective_share:.0%}, negotiation "
+            f"{timeline.negotiate_share:.0%} of {timeline.span_s:.1f} s"), _png(figure)

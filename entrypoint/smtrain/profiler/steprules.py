@@ -1,0 +1,231 @@
+"""What the ranks' step events say about a job: per-rank statistics, the job's phases, and the
+rules over them. Pure: events (smtrain.profiler.events) and the Horovod timeline's summary in,
+numbers and verdicts out.
+
+    StepOutlier          stddev=3 n_outliers=10 skip=2: on a rank, more than n_outliers training steps
+                         longer than the mean plus stddev standard deviations (the first `skip` steps,
+                         tracing and warm-up, left out), as SageMaker Debugger's StepOutlier
+    RankImbalance        threshold=0.2 min_ms=5 min_steps=5: the ranks' median time between steps differs
+                         by more than threshold of the median step cycle and by more than min_ms (the
+                         others wait for the slow rank in their collectives), or, for ranks that do not
+                         wait for each other, their median step cycles differ by that much
+    SlowInitialization   threshold=0.5 min_seconds=120: the first training step starts after more than
+                         min_seconds and more than threshold of the job's time
+    InputBound           threshold=0.2 min_ms=2 min_steps=5: on a rank, the median time between training
+                         steps (waiting for the next batch, or in callbacks) is more than threshold of the
+                         median step cycle (step + time before it) and more than min_ms
+    AllreduceBound       threshold=0.5: Horovod's collectives take more than threshold of the timeline
+"""
+from __future__ import annotations
+
+import statistics
+from typing import Iterable, Mapping, NamedTuple, Optional
+
+from .events import BETWEEN, STEP, StepEvent
+from .rules import RuleResult
+from .timeline import TimelineStats
+
+__all__ = ["DEFAULTS", "RECOMMENDATIONS", "JobPhases", "RankStats", "StepContext", "evaluate", "outliers",
+           "phases", "rank_stats"]
+
+DEFAULTS: dict[str, dict[str, float]] = {
+    "StepOutlier": {"stddev": 3, "n_outliers": 10, "skip": 2},
+    "RankImbalance": {"threshold": 0.2, "min_ms": 5, "min_steps": 5},
+    "SlowInitialization": {"threshold": 0.5, "min_seconds": 120},
+    "InputBound": {"threshold": 0.2, "min_ms": 2, "min_steps": 5},
+    "AllreduceBound": {"threshold": 0.5},
+}
+RECOMMENDATIONS = {
+    "StepOutlier": "some steps take far longer than the rest: look at what runs at those steps (checkpoints, "
+                   "evaluation, garbage collection, a slow shard of data) and at the system plots at those times.",
+    "RankImbalance": "the other ranks wait for the slow one at every step: give every rank the same work "
+                     "(equal shards, batch sizes), move per-rank work (logging, checkpoints) off the step, and "
+                     "check that rank's host (CPU, disk, network).",
+    "SlowInitialization": "most of the job passes before the first step: check downloads, requirements, data "
+                          "staging (Pipe mode or FastFile instead of File), and model building.",
+    "InputBound": "steps wait for their input or callbacks: prefetch (`dataset.prefetch(tf.data.AUTOTUNE)`), "
+                  "map in parallel (`num_parallel_calls`), cache, read with Pipe mode, or lighten per-batch callbacks.",
+    "AllreduceBound": "collectives take most of the time: use a larger batch per rank, fp16 compression "
+                      "(`hvd.Compression.fp16`), tune HOROVOD_FUSION_THRESHOLD / HOROVOD_CYCLE_TIME, or fewer, "
+                      "faster-connected hosts.",
+}
+
+
+class RankStats(NamedTuple):
+    node: str
+    steps: dict[str, int]  # mode -> steps
+    step_ms: list[float]  # training steps' durations, in order
+    between_ms: list[float]  # the gaps before training steps
+    total_s: dict[str, float]  # "train", "eval", "predict", "between" -> seconds
+    first_start: float
+    last_end: float
+
+    @property
+    def median_step_ms(self) -> float:
+        return statistics.median(self.step_ms) if self.step_ms else 0.0
+
+    @property
+    def median_between_ms(self) -> float:
+        return statistics.median(self.between_ms) if self.between_ms else 0.0
+
+    @property
+    def between_share(self) -> float:
+        """The median gap's share of the median step cycle (medians: the first steps' tracing and the
+        callbacks' first runs do not count)."""
+        cycle = self.median_step_ms + self.median_between_ms
+        return self.median_between_ms / cycle if cycle else 0.0
+
+
+class JobPhases(NamedTuple):
+    start: float
+    first_step: Optional[float]
+    last_step: Optional[float]
+    end: float
+
+    @property
+    def initialization_s(self) -> float:
+        return (self.first_step - self.start) if self.first_step is not None else self.end - self.start
+
+    @property
+    def training_s(self) -> float:
+        return (self.last_step - self.first_step) if self.first_step is not None and self.last_step else 0.0
+
+    @property
+    def finalization_s(self) -> float:
+        return (self.end - self.last_step) if self.last_step is not None else 0.0
+
+    @property
+    def duration_s(self) -> float:
+        return self.end - self.start
+
+
+class StepContext(NamedTuple):
+    ranks: dict[str, RankStats]
+    phases: JobPhases
+    timeline: Optional[TimelineStats]
+
+
+def rank_stats(events: Iterable[StepEvent]) -> dict[str, RankStats]:
+    by_node: dict[str, list[StepEvent]] = {}
+    for e in events:
+        by_node.setdefault(e.node, []).append(e)
+    result = {}
+    for node, evs in sorted(by_node.items(), key=lambda kv: (kv[1][0].rank, kv[0])):
+        evs.sort(key=lambda e: (e.start, e.kind != BETWEEN))
+        steps = [e for e in evs if e.kind == STEP]
+        train = [e for e in steps if e.mode == "TRAIN"]
+        between = [e for e in evs if e.kind == BETWEEN and e.mode == "TRAIN"]
+        counts = {m: sum(1 for e in steps if e.mode == m) for m in ("TRAIN", "EVAL", "PREDICT")}
+        totals = {m.lower() if m != "EVAL" else "eval": sum(e.duration for e in steps if e.mode == m)
+                  for m in ("TRAIN", "EVAL", "PREDICT")}
+        totals["between"] = sum(e.duration for e in evs if e.kind == BETWEEN)
+        result[node] = RankStats(node, counts, [e.duration * 1e3 for e in train], [e.duration * 1e3 for e in between],
+                                 totals, min((e.start for e in steps), default=0.0), max((e.end for e in steps), default=0.0))
+    return result
+
+
+def phases(events: Iterable[StepEvent], start: float, end: float) -> JobPhases:
+    steps = [e for e in events if e.kind == STEP]
+    train = [e.start for e in steps if e.mode == "TRAIN"]
+    first = min(train) if train else (min(e.start for e in steps) if steps else None)
+    last = max((e.end for e in steps), default=None)
+    return JobPhases(start, first, last, max(end, last or end))
+
+
+def outliers(stats: RankStats, stddev: float, skip: int) -> tuple[list[tuple[int, float]], float, float]:
+    """The training steps (number, ms) beyond mean + stddev * sd on one rank; with the mean and sd."""
+    values = stats.step_ms[int(skip):]
+    if len(values) < 3:
+        return [], 0.0, 0.0
+    mean, sd = statistics.fmean(values), statistics.pstdev(values)
+    limit = mean + stddev * sd
+    return [(i + int(skip), v) for i, v in enumerate(values) if sd > 0 and v > limit], mean, sd
+
+
+def step_outlier(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
+    findings, judged = [], 0
+    for node, stats in ctx.ranks.items():
+        found, mean, sd = outliers(stats, p["stddev"], p["skip"])
+        if mean:
+            judged += 1
+        if len(found) > p["n_outliers"]:
+            worst = max(found, key=lambda s: s[1])
+            findings.append(f"rank {node}: {len(found)} of {len(stats.step_ms)} steps beyond {mean:.1f} + "
+                            f"{p['stddev']:g} x {sd:.1f} ms (> {p['n_outliers']:g}); the longest, step {worst[0]}, "
+                            f"{worst[1]:.0f} ms")
+    if not judged:
+        return False, "too few training steps to judge"
+    return bool(findings), "; ".join(findings) or f"no rank has more than {p['n_outliers']:g} outlier steps"
+
+
+def rank_imbalance(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
+    ranks = [s for s in ctx.ranks.values() if len(s.step_ms) >= p["min_steps"]]
+    if len(ranks) < 2:
+        return False, "fewer than two ranks with enough training steps"
+    cycles = {s.node: s.median_step_ms + s.median_between_ms for s in ranks}
+    cycle = statistics.median(cycles.values())
+    if cycle <= 0:
+        return False, "no step time"
+    gaps = {s.node: s.median_between_ms for s in ranks}
+    slow, fast = max(gaps, key=gaps.get), min(gaps, key=gaps.get)
+    if (gaps[slow] - gaps[fast]) / cycle > p["threshold"] and gaps[slow] - gaps[fast] > p["min_ms"]:
+        return True, (f"rank {slow} spends {gaps[slow]:.1f} ms between steps, rank {fast} {gaps[fast]:.1f} ms, of a "
+                      f"{cycle:.1f} ms step cycle ({(gaps[slow] - gaps[fast]) / cycle:.0%} > {p['threshold']:.0%}): "
+                      f"the other ranks wait for rank {slow} in their collectives")
+    longest, shortest = max(cycles, key=cycles.get), min(cycles, key=cycles.get)
+    if (cycles[longest] - cycles[shortest]) / cycle > p["threshold"] and cycles[longest] - cycles[shortest] > p["min_ms"]:
+        return True, (f"rank {longest}'s step cycle is {cycles[longest]:.1f} ms, rank {shortest}'s {cycles[shortest]:.1f} ms "
+                      f"({(cycles[longest] - cycles[shortest]) / cycle:.0%} of the median > {p['threshold']:.0%})")
+    spread = ", ".join(f"{n} {g:.1f}" for n, g in gaps.items())
+    return False, f"ranks balanced: median ms between steps {spread} of a {cycle:.1f} ms cycle"
+
+
+def slow_initialization(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
+    ph = ctx.phases
+    if ph.first_step is None:
+        return False, "no training step recorded"
+    share = ph.initialization_s / ph.duration_s if ph.duration_s > 0 else 0.0
+    text = f"the first training step started {ph.initialization_s:.1f} s into the job ({share:.0%} of {ph.duration_s:.1f} s)"
+    return ph.initialization_s > p["min_seconds"] and share > p["threshold"], text
+
+
+def input_bound(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
+    findings, judged = [], []
+    for node, stats in ctx.ranks.items():
+        if len(stats.between_ms) < p["min_steps"]:
+            continue
+        judged.append(f"{node} {stats.between_share:.0%}")
+        if stats.between_share > p["threshold"] and stats.median_between_ms > p["min_ms"]:
+            findings.append(f"rank {node}: {stats.between_share:.0%} of its step cycle between steps "
+                            f"(median {stats.median_between_ms:.1f} ms before a {stats.median_step_ms:.1f} ms step; "
+                            f"> {p['threshold']:.0%} and > {p['min_ms']:g} ms)")
+    if not judged:
+        return False, "too few training steps to judge"
+    return bool(findings), "; ".join(findings) or f"time between steps: {', '.join(judged)} of the step cycle"
+
+
+def allreduce_bound(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
+    t = ctx.timeline
+    if t is None:
+        return False, "no Horovod timeline (HOROVOD_TIMELINE)"
+    text = (f"collectives {t.collective_s:.1f} s ({t.collective_share:.0%}) and negotiation {t.negotiate_s:.1f} s "
+            f"({t.negotiate_share:.0%}) of the timeline's {t.span_s:.1f} s, over {t.tensors} tensors")
+    return t.collective_share > p["threshold"], text
+
+
+RULES = {
+    "StepOutlier": step_outlier,
+    "RankImbalance": rank_imbalance,
+    "SlowInitialization": slow_initialization,
+    "InputBound": input_bound,
+    "AllreduceBound": allreduce_bound,
+}
+
+
+def evaluate(ctx: StepContext, overrides: Optional[Mapping[str, Mapping[str, float]]] = None) -> list[RuleResult]:
+    results = []
+    for name, rule in RULES.items():
+        params = {**DEFAULTS[name], **(overrides or {}).get(name, {})}
+        triggered, reason = rule(ctx, params)
+        results.append(RuleResult(name, triggered, reason, RECOMMENDATIONS[name], params))
+    return results

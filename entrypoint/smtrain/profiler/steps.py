@@ -1,0 +1,258 @@
+"""The step recorder in every rank's program: step times from the hooks (smtrain.profiler.hooks)
+into smdebug's framework-event files (smtrain.profiler.events), and the detailed (TensorFlow
+profiler) and Python (cProfile) windows.
+
+A step costs the program two clock reads and a deque append; a daemon thread writes the events
+every FLUSH_S seconds and closes a file every ROTATE_S seconds; the program's exit closes the last.
+Should the program be killed, the open file (`.tmp`) holds what was flushed, and the report reads it.
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from ..wire.profiling import ProfilerSettings, Window
+from .events import BETWEEN, EPOCH, STEP, file_header, final_path, node_id, temp_path, to_lines
+
+__all__ = ["FLUSH_S", "ROTATE_S", "StepRecorder"]
+
+FLUSH_S = 1.0
+ROTATE_S = 60.0
+
+Record = tuple  # (kind, mode, step, start_s, end_s)
+
+
+class _File:
+    """The open trace file: appended to at every flush, renamed into pevents/ when closed."""
+
+    def __init__(self, out: Path, node: str) -> None:
+        self.out, self.node = out, node
+        self.handle: Any = None
+        self.opened_at = 0.0
+        self.last_end_us = 0
+        self.pids: dict[str, int] = {}
+
+    def write(self, records: list[Record]) -> None:
+        if self.handle is None:
+            path = temp_path(self.out, self.node)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            base_us = int(min(r[3] for r in records) * 1e6)
+            self.handle = open(path, "w", encoding="utf-8")
+            self.handle.write(file_header(base_us))
+            self.base_us, self.opened_at, self.pids = base_us, time.monotonic(), {}
+        self.handle.write(to_lines(records, self.base_us, self.pids, os.getpid()))
+        self.handle.flush()
+        self.last_end_us = max(self.last_end_us, int(max(r[4] for r in records) * 1e6))
+
+    def close(self) -> None:
+        if self.handle is None:
+            return
+        handle, self.handle = self.handle, None
+        end = handle.tell()
+        handle.seek(end - 2)  # the last ",\n"
+        handle.truncate()
+        handle.write("\n]\n")
+        handle.close()
+        final = final_path(self.out, self.node, self.last_end_us)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(temp_path(self.out, self.node), final)
+
+
+class StepRecorder:
+    """Steps by mode (TRAIN, EVAL, PREDICT), numbered from 0 per mode on this rank, as smdebug numbers them."""
+
+    def __init__(self, settings: ProfilerSettings, rank: int, clock: Callable[[], float] = time.time) -> None:
+        self.settings, self.clock = settings, clock
+        self.node = node_id(rank, settings.host)
+        self.out = Path(settings.out)
+        self.queue: collections.deque = collections.deque()
+        self.counts = {"TRAIN": 0, "EVAL": 0, "PREDICT": 0}
+        self.started: dict[str, float] = {}
+        self.last_end: dict[str, Optional[float]] = {}
+        self.epochs: dict[str, tuple[int, float]] = {}
+        self.pending: Optional[list] = None  # an eager step that a later collective may extend
+        self.file = _File(self.out, self.node)
+        self.lock = threading.Lock()
+        self.wake = threading.Event()
+        self.thread: Optional[threading.Thread] = None
+        self.closed = False
+        self.tf_trace_on = False
+        self.cprofile: Any = None
+
+    # ---- what the hooks call -----------------------------------------------------------------
+
+    def begin(self, mode: str) -> None:
+        now = self.clock()
+        self.started[mode] = now
+        if mode == "TRAIN":
+            self._windows_at_begin(self.counts["TRAIN"])
+
+    def end(self, mode: str) -> None:
+        start = self.started.pop(mode, None)
+        if start is not None:
+            self.add_step(mode, start, self.clock())
+
+    def add_step(self, mode: str, start: float, end: float) -> None:
+        step = self.counts[mode]
+        self.counts[mode] = step + 1
+        self._emit(mode, step, start, end)
+
+    def _emit(self, mode: str, step: int, start: float, end: float) -> None:
+        last = self.last_end.get(mode)
+        if self.settings.steps:  # else only counted, for the windows
+            if last is not None and start >= last:
+                self.queue.append((BETWEEN, mode, step, last, start))
+            self.queue.append((STEP, mode, step, start, end))
+        self.last_end[mode] = end
+        if mode == "TRAIN":
+            self._windows_at_end(step)
+        self._ensure_writer()
+
+    def run_begin(self, mode: str) -> None:
+        """fit / evaluate / predict began: no gap is measured across runs."""
+        self.last_end[mode] = None
+
+    def epoch_begin(self, mode: str) -> None:
+        self.epochs[mode] = (self.counts[mode], self.clock())
+        self.last_end[mode] = None
+
+    def epoch_end(self, mode: str) -> None:
+        first = self.epochs.pop(mode, None)
+        if first is not None and self.settings.steps:
+            self.queue.append((EPOCH, mode, first[0], first[1], self.clock()))
+
+    def boundary(self, start: float, end: float, extends: bool) -> None:
+        """An eager step boundary (a step function's call, an eager collective): a new training step
+        from `start` to `end`, or (`extends`: another collective of the same step) the pending one made
+        longer. The newest step stays pending until the next begins or the program ends."""
+        if extends and self.pending is not None:
+            self.pending[2] = end
+            return
+        self.flush_pending()
+        step = self.counts["TRAIN"]
+        self.counts["TRAIN"] = step + 1
+        self.pending = [step, start, end]
+
+    def step_will_begin(self) -> None:
+        """A training step is about to run outside Keras (the windows open before it)."""
+        self._windows_at_begin(self.counts["TRAIN"])
+
+    def flush_pending(self) -> None:
+        if self.pending is not None:
+            step, start, end = self.pending
+            self.pending = None
+            self._emit("TRAIN", step, start, end)
+
+    def helper_step(self) -> None:
+        """smtrain.progress.step(): one step from the previous call to this one."""
+        now = self.clock()
+        start = self.started.pop("TRAIN", None)
+        if start is not None:
+            self.add_step("TRAIN", start, now)
+        self.begin("TRAIN")
+
+    # ---- windows ---------------------------------------------------------------------------------
+
+    def _windows_at_begin(self, step: int) -> None:
+        detailed, python = self.settings.detailed, self.settings.python
+        if detailed is not None and step == detailed.start_step and not self.tf_trace_on:
+            self.tf_trace_on = self._tf_profiler(True, detailed)
+        if python is not None and step == python.start_step and self.cprofile is None:
+            import cProfile
+
+            self.cprofile = cProfile.Profile()
+            self.cprofile.enable()
+
+    def _windows_at_end(self, step: int) -> None:
+        detailed, python = self.settings.detailed, self.settings.python
+        if self.tf_trace_on and detailed is not None and step >= detailed.last_step:
+            self.tf_trace_on = not self._tf_profiler(False, detailed)
+        if self.cprofile is not None and python is not None and step >= python.last_step:
+            self._python_profile_done(python)
+
+    def _tf_profiler(self, start: bool, window: Window) -> bool:
+        try:
+            import tensorflow as tf
+
+            if start:
+                logdir = self.out / "framework" / "tensorflow" / "detailed_profiling" / self.node
+                tf.profiler.experimental.start(str(logdir))
+            else:
+                tf.profiler.experimental.stop()
+            return True
+        except Exception as e:  # the profiler is busy (the script profiles itself), or none
+            _warn(f"the TensorFlow profiler for steps {window.start_step}-{window.last_step} "
+                  f"could not {'start' if start else 'stop'}: {type(e).__name__}: {e}")
+            return False
+
+    def _python_profile_done(self, window: Window) -> None:
+        import io
+        import pstats
+
+        profile, self.cprofile = self.cprofile, None
+        profile.disable()
+        folder = self.out / "framework" / "python_profile" / self.node
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = folder / f"steps-{window.start_step}-{window.last_step}"
+        profile.dump_stats(str(stem) + ".prof")
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(40)
+        (Path(str(stem) + ".txt")).write_text(text.getvalue())
+
+    # ---- writing ---------------------------------------------------------------------------------
+
+    def _ensure_writer(self) -> None:
+        if self.thread is None and not self.closed:
+            self.thread = threading.Thread(target=self._write_loop, name="smtrain-steps", daemon=True)
+            self.thread.start()
+
+    def _write_loop(self) -> None:
+        while not self.wake.wait(FLUSH_S):
+            self.flush()
+
+    def flush(self, final: bool = False) -> None:
+        with self.lock:
+            records = []
+            while self.queue:
+                records.append(self.queue.popleft())
+            try:
+                if records:
+                    self.file.write(records)
+                if final or (self.file.handle is not None and time.monotonic() - self.file.opened_at >= ROTATE_S):
+                    self.file.close()
+            except OSError as e:
+                _warn(f"cannot write step events under {self.out}: {e}")
+
+    def close(self) -> None:
+        """At the program's end: the pending step, the open windows, the last file."""
+        if self.closed:
+            return
+        self.flush_pending()
+        if self.tf_trace_on and self.settings.detailed is not None:
+            self.tf_trace_on = not self._tf_profiler(False, self.settings.detailed)
+        if self.cprofile is not None and self.settings.python is not None:
+            self._python_profile_done(self.settings.python)
+        self.closed = True
+        self.wake.set()
+        self.flush(final=True)
+
+    def register_exit(self) -> None:
+        atexit.register(self.close)
+        os.register_at_fork(after_in_child=self._forked)
+
+    def _forked(self) -> None:
+        """A forked child is not this rank: it records nothing and leaves the parent's file alone."""
+        self.closed = True
+        self.queue = collections.deque(maxlen=0)
+        self.file = _File(self.out, f"{self.node}-child{os.getpid()}")
+
+
+def _warn(message: str) -> None:
+    import sys
+
+    sys.stderr.write(f"[smtrain profiler] {message}\n")
