@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.process.test_conformance import OWN_VARIABLES
 from tests.support import TF_ORACLE_MODULE, make_tree, require_root, run_tf_oracle, run_train
 
 DUMP_PROGRAM = Path(__file__).parent.parent / "programs" / "dump_env.py"
-OWN_VARIABLES = ("SM_CHECKPOINT_DIR", "SM_PIPE_", "SM_PROGRESS_FILE", "SM_TENSORBOARD_DIR")
 CONTAINER_VARIABLES = ("TF_CONFIG", "S3_REGION", "S3_USE_HTTPS", "TF_CPP_MIN_LOG_LEVEL", "CURRENT_HOST",
                        "SAGEMAKER_JOB_NAME", "SAGEMAKER_REGION")
 MWMS = {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"}

@@ -1,5 +1,5 @@
-"""The package's shape, read from the source (no imports run): imports only point down the layers the
-README's Architecture section draws, no modules import each other in a loop, every module lists its
+"""The package's shape, read from the source (no imports run): imports only point down the layers
+docs/architecture.md draws, no modules import each other in a loop, every module lists its
 public names in `__all__`, and every path or module named in docs, docstrings and comments exists."""
 from __future__ import annotations
 
@@ -152,11 +152,11 @@ def test_every_module_lists_its_public_names_in_a_static_all_and_each_exists() -
 
 
 # -- names in docs, docstrings and comments -----------------------------------------------------------------
-TEXT_FILES = [REPO / "README.md", *sorted(p for folder in ("entrypoint", "tests", "benchmarks", "scripts", "examples",
-                                                            "docker") for p in (REPO / folder).rglob("*")
-                                            if p.suffix in (".py", ".sh", ".md", ".cc") and "__pycache__" not in p.parts),
+TEXT_FILES = [REPO / "README.md", REPO / "CHANGELOG.md",
+              *sorted(p for folder in ("entrypoint", "tests", "benchmarks", "scripts", "examples", "docker", "docs")
+                      for p in (REPO / folder).rglob("*") if p.suffix in (".py", ".sh", ".md", ".cc") and "__pycache__" not in p.parts),
               REPO / "native" / "pipe_dataset.cc", REPO / "Dockerfile", REPO / "buildspec.yml"]
-REPO_PATH = re.compile(r"(?<![\w./-])((?:entrypoint|scripts|benchmarks|tests|examples|docker|native|requirements|\.ci)"
+REPO_PATH = re.compile(r"(?<![\w./-])((?:entrypoint|scripts|benchmarks|tests|examples|docker|native|requirements|docs|\.ci)"
                        r"/[\w./-]*\w)")
 DOTTED = re.compile(r"(?<![\w./])((?:smtrain|sagemaker_tensorflow)(?:\.\w+)+)")
 
@@ -206,3 +206,34 @@ def _resolves(dotted: str) -> bool:
 def test_every_module_or_name_of_the_package_named_in_docs_exists() -> None:
     dead = sorted({f"{where}: {named}" for where, named in _mentions(DOTTED) if not _resolves(named.rstrip("."))})
     assert dead == [], "modules or names that do not exist:\n" + "\n".join(dead)
+
+
+# -- links between the documents --------------------------------------------------------------------------------
+DOCUMENTS = [REPO / "README.md", REPO / "CHANGELOG.md", REPO / "benchmarks" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _anchors(path: Path) -> set[str]:
+    """GitHub's anchors of a Markdown file's headings."""
+    slugs = set()
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            slugs.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return slugs
+
+
+def test_every_link_between_the_documents_leads_somewhere() -> None:
+    dead = []
+    for document in DOCUMENTS:
+        for match in LINK.finditer(document.read_text(encoding="utf-8")):
+            target = match.group(1)
+            if target.startswith(("http://", "https://", "mailto:")):
+                continue
+            file, _, anchor = target.partition("#")
+            path = (document.parent / file).resolve() if file else document
+            if not path.exists():
+                dead.append(f"{document.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
+                dead.append(f"{document.relative_to(REPO)}: {target} (no such heading)")
+    assert dead == [], "links that lead nowhere:\n" + "\n".join(dead)

@@ -36,6 +36,7 @@ class SignalWaker:
         for signum in FORWARDED_SIGNALS + (signal.SIGCHLD,):
             signal.signal(signum, _noop)
         self._held: list[int] = []
+        self.shutdown_seen: Optional[int] = None  # the first shutdown signal that arrived, ever
 
     def post(self) -> None:
         """Wake the loop from another thread (it reads WAKE among the signals)."""
@@ -69,6 +70,8 @@ class SignalWaker:
             if not data:
                 return received
             received.extend(data)
+            if self.shutdown_seen is None:
+                self.shutdown_seen = next((s for s in data if s in SHUTDOWN_SIGNALS), None)
 
     def shutdown_requested(self) -> Optional[int]:
         """A shutdown signal received before the program started (kept for the supervisor)."""

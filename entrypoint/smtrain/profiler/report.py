@@ -12,7 +12,9 @@ numbers and recommendations.
 
 `train` runs it on the master (or a single host) when a job ends, also a failed one, with `--job`
 (what exists is reported, even nothing) and `--since` (the job's start: older files are left out),
-into output/data/profiler-report/, which SageMaker packs into output.tar.gz.
+into output/data/profiler-report/, which SageMaker packs into output.tar.gz; with `--no-plots` when
+the job was being stopped (SIGTERM: the tables in a fraction of a second; `train report` draws the
+plots later from output/profiler).
 """
 from __future__ import annotations
 
@@ -169,6 +171,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--horovod-timeline", action="append", default=[], type=Path, metavar="FILE")
     parser.add_argument("--since", type=float, default=0.0, help="leave out what came before (seconds since the epoch)")
     parser.add_argument("--job", action="store_true", help="written by train at a job's end: report what exists")
+    parser.add_argument("--no-plots", action="store_true", help="tables and rules only (train, when the job is being stopped)")
     args = parser.parse_args(argv)
     try:
         overrides = parse_overrides(args.param, {**DEFAULTS, **steprules.DEFAULTS})
@@ -194,7 +197,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     summary = summarise(series, results, ctx, top_outliers(ctx))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
-    (args.out / REPORT_FILE).write_text(render_html(summary, _pictures(series, events, ctx)))
+    pictures = [] if args.no_plots else _pictures(series, events, ctx)
+    (args.out / REPORT_FILE).write_text(render_html(summary, pictures))
     fired = [r.rule for r in results if r.triggered]
     print(f"report: {args.out / REPORT_FILE} ({len(hosts(series))} host(s), {len(ctx.ranks)} rank(s) with steps; "
           f"rules triggered: {', '.join(fired) or 'none'})", flush=True)

@@ -33,7 +33,7 @@ from .monitor import percentile
 
 __all__ = ["DEFAULTS", "RECOMMENDATIONS", "RULES", "RuleResult", "Series", "batch_size", "cpu_bottleneck",
     "evaluate", "gpu_memory_increase", "gpus", "hosts", "io_bottleneck", "load_series", "low_cpu_utilization",
-    "low_gpu_utilization", "parse_overrides", "uneven_load"]
+    "low_gpu_utilization", "parse_overrides", "run_rules", "uneven_load"]
 
 DEFAULTS: dict[str, dict[str, float]] = {
     "LowGPUUtilization": {"threshold_p95": 70, "threshold_p5": 10, "window": 500, "patience": 1000},
@@ -257,10 +257,16 @@ def parse_overrides(items: Iterable[str], defaults: Optional[Mapping[str, Mappin
     return overrides
 
 
-def evaluate(series: Series, overrides: Optional[Mapping[str, Mapping[str, float]]] = None) -> list[RuleResult]:
+def run_rules(rules: Mapping[str, Any], defaults: Mapping[str, Mapping[str, float]], recommendations: Mapping[str, str],
+              subject: Any, overrides: Optional[Mapping[str, Mapping[str, float]]] = None) -> list[RuleResult]:
+    """Each rule over `subject` with its defaults, as `overrides` change them."""
     results = []
-    for name, rule in RULES.items():
-        params = {**DEFAULTS[name], **(overrides or {}).get(name, {})}
-        triggered, reason = rule(series, params)
-        results.append(RuleResult(name, triggered, reason, RECOMMENDATIONS[name], params))
+    for name, rule in rules.items():
+        params = {**defaults[name], **(overrides or {}).get(name, {})}
+        triggered, reason = rule(subject, params)
+        results.append(RuleResult(name, triggered, reason, recommendations[name], params))
     return results
+
+
+def evaluate(series: Series, overrides: Optional[Mapping[str, Mapping[str, float]]] = None) -> list[RuleResult]:
+    return run_rules(RULES, DEFAULTS, RECOMMENDATIONS, series, overrides)

@@ -22,7 +22,7 @@ import statistics
 from typing import Iterable, Mapping, NamedTuple, Optional
 
 from .events import BETWEEN, STEP, StepEvent
-from .rules import RuleResult
+from .rules import RuleResult, run_rules
 from .timeline import TimelineStats
 
 __all__ = ["DEFAULTS", "RECOMMENDATIONS", "JobPhases", "RankStats", "StepContext", "evaluate", "outliers",
@@ -223,9 +223,4 @@ RULES = {
 
 
 def evaluate(ctx: StepContext, overrides: Optional[Mapping[str, Mapping[str, float]]] = None) -> list[RuleResult]:
-    results = []
-    for name, rule in RULES.items():
-        params = {**DEFAULTS[name], **(overrides or {}).get(name, {})}
-        triggered, reason = rule(ctx, params)
-        results.append(RuleResult(name, triggered, reason, RECOMMENDATIONS[name], params))
-    return results
+    return run_rules(RULES, DEFAULTS, RECOMMENDATIONS, ctx, overrides)

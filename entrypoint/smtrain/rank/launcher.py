@@ -38,9 +38,11 @@ STALL_CHECK_ENV = "HOROVOD_STALL_CHECK_TIME_SECONDS"
 
 
 def with_startup_hook(env: dict[str, str]) -> dict[str, str]:
-    """`env` with the start-up hook first on PYTHONPATH (once)."""
+    """`env` with the start-up hook on PYTHONPATH (once), right after the program's folder, which
+    stays first as sagemaker-training has it; before every other entry, and so before any other
+    sitecustomize the environment has (the hook loads that one in turn)."""
     parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != STARTUP_HOOK]
-    env["PYTHONPATH"] = os.pathsep.join([STARTUP_HOOK, *parts])
+    env["PYTHONPATH"] = os.pathsep.join([*parts[:1], STARTUP_HOOK, *parts[1:]])
     return env
 
 

@@ -62,11 +62,12 @@ def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
         helpers.start("system monitor", plan.monitor, preexec_fn=parent_death_signal(signal.SIGTERM))
 
 
-def write_report(argv: tuple[str, ...], since: float, timeout_s: float = REPORT_TIMEOUT_S) -> None:
+def write_report(argv: tuple[str, ...], since: float, stopping: bool, timeout_s: float = REPORT_TIMEOUT_S) -> None:
     """The profiler report over what this job measured (smtrain.profiler.report); bounded, and
-    whatever it does, the job's outcome stays as it was."""
+    whatever it does, the job's outcome stays as it was. `stopping` (a shutdown signal came: a spot
+    interruption, `docker stop`): its tables only, in a fraction of a second, without the plots."""
     try:
-        process = spawn_helper([*argv, "--since", f"{since:.3f}"])
+        process = spawn_helper([*argv, "--since", f"{since:.3f}", *(("--no-plots",) if stopping else ())])
     except OSError as e:
         log(f"the profiler report could not start: {e}")
         return
@@ -104,6 +105,6 @@ class HostJob:
             end_descendants(self.waker, 2.0)  # whatever the job left behind: nothing outlives train
             keep_checkpoints(self.plan.checkpoint_dir, self.plan.keep_checkpoints_in)
         if self.plan.report:
-            write_report(self.plan.report, self.started_at)
+            write_report(self.plan.report, self.started_at, self.waker.shutdown_seen is not None)
         success = "the program succeeded" if self.plan.role is Role.SINGLE else "the job succeeded"
         return render(outcome, self.plan.failure_file, at_start, self.plan.success_file, success, redact)
