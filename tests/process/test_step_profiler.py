@@ -35,7 +35,7 @@ def run_steps(base: Path, loop: str, port: int, ranks: int = 2, **hps: str) -> T
     shutil.copy(PROGRAMS / "hvd_steps.py", tree.code_dir / "train.py")
     done = run_train(tree, env=tree.env(SM_CONTROL_PORT=str(port)), timeout=300)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
-    assert b"report: " in done.stderr
+    assert b"[train] profiler report: " in done.stderr
     return tree
 
 

@@ -200,8 +200,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     pictures = [] if args.no_plots else _pictures(series, events, ctx)
     (args.out / REPORT_FILE).write_text(render_html(summary, pictures))
     fired = [r.rule for r in results if r.triggered]
-    print(f"report: {args.out / REPORT_FILE} ({len(hosts(series))} host(s), {len(ctx.ranks)} rank(s) with steps; "
-          f"rules triggered: {', '.join(fired) or 'none'})", flush=True)
+    line = (f"report: {args.out / REPORT_FILE} ({len(hosts(series))} host(s), {len(ctx.ranks)} rank(s) with steps; "
+            f"rules triggered: {', '.join(fired) or 'none'})")
+    if args.job:  # one of train's own lines in the job's log, whole and marked as such
+        sys.stderr.write(f"[train] profiler {line}\n")
+        sys.stderr.flush()
+    else:
+        print(line, flush=True)
     return 0
 
 

@@ -142,6 +142,13 @@ def outliers(stats: RankStats, stddev: float, skip: int) -> tuple[list[tuple[int
     return [(i + int(skip), v) for i, v in enumerate(values) if sd > 0 and v > limit], mean, sd
 
 
+def _verdict(findings: list[str], judged: bool, healthy: str) -> tuple[bool, str]:
+    """A per-rank rule's verdict: its findings, or what a healthy job shows, or that nothing could be judged."""
+    if not judged:
+        return False, "too few training steps to judge"
+    return bool(findings), "; ".join(findings) or healthy
+
+
 def step_outlier(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
     findings, judged = [], 0
     for node, stats in ctx.ranks.items():
@@ -153,9 +160,7 @@ def step_outlier(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
             findings.append(f"rank {node}: {len(found)} of {len(stats.step_ms)} steps beyond {mean:.1f} + "
                             f"{p['stddev']:g} x {sd:.1f} ms (> {p['n_outliers']:g}); the longest, step {worst[0]}, "
                             f"{worst[1]:.0f} ms")
-    if not judged:
-        return False, "too few training steps to judge"
-    return bool(findings), "; ".join(findings) or f"no rank has more than {p['n_outliers']:g} outlier steps"
+    return _verdict(findings, bool(judged), f"no rank has more than {p['n_outliers']:g} outlier steps")
 
 
 def rank_imbalance(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
@@ -199,9 +204,7 @@ def input_bound(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
             findings.append(f"rank {node}: {stats.between_share:.0%} of its step cycle between steps "
                             f"(median {stats.median_between_ms:.1f} ms before a {stats.median_step_ms:.1f} ms step; "
                             f"> {p['threshold']:.0%} and > {p['min_ms']:g} ms)")
-    if not judged:
-        return False, "too few training steps to judge"
-    return bool(findings), "; ".join(findings) or f"time between steps: {', '.join(judged)} of the step cycle"
+    return _verdict(findings, bool(judged), f"time between steps: {', '.join(judged)} of the step cycle")
 
 
 def allreduce_bound(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
