@@ -5,7 +5,7 @@ numbers and verdicts out.
     StepOutlier          stddev=3 n_outliers=10 skip=2: on a rank, more than n_outliers training steps
                          longer than the mean plus stddev standard deviations (the first `skip` steps,
                          tracing and warm-up, left out), as SageMaker Debugger's StepOutlier
-    RankImbalance        threshold=0.2 min_ms=5 min_steps=5: the ranks' median time between steps differs
+    RankImbalance        threshold=0.5 min_ms=10 min_steps=5: the ranks' median time between steps differs
                          by more than threshold of the median step cycle and by more than min_ms (the
                          others wait for the slow rank in their collectives), or, for ranks that do not
                          wait for each other, their median step cycles differ by that much
@@ -30,7 +30,7 @@ __all__ = ["DEFAULTS", "RECOMMENDATIONS", "JobPhases", "RankStats", "StepContext
 
 DEFAULTS: dict[str, dict[str, float]] = {
     "StepOutlier": {"stddev": 3, "n_outliers": 10, "skip": 2},
-    "RankImbalance": {"threshold": 0.2, "min_ms": 5, "min_steps": 5},
+    "RankImbalance": {"threshold": 0.5, "min_ms": 10, "min_steps": 5},
     "SlowInitialization": {"threshold": 0.5, "min_seconds": 120},
     "InputBound": {"threshold": 0.2, "min_ms": 2, "min_steps": 5},
     "AllreduceBound": {"threshold": 0.5},
@@ -40,7 +40,8 @@ RECOMMENDATIONS = {
                    "evaluation, garbage collection, a slow shard of data) and at the system plots at those times.",
     "RankImbalance": "the other ranks wait for the slow one at every step: give every rank the same work "
                      "(equal shards, batch sizes), move per-rank work (logging, checkpoints) off the step, and "
-                     "check that rank's host (CPU, disk, network).",
+                     "check that rank's host (CPU, disk, network). Where InputBound fired too, every rank's input "
+                     "may be slow: the rank whose wait shows is the one whose batch came last.",
     "SlowInitialization": "most of the job passes before the first step: check downloads, requirements, data "
                           "staging (Pipe mode or FastFile instead of File), and model building.",
     "InputBound": "steps wait for their input or callbacks: prefetch (`dataset.prefetch(tf.data.AUTOTUNE)`), "
