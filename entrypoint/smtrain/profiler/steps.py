@@ -33,6 +33,7 @@ class _File:
     def __init__(self, out: Path, node: str) -> None:
         self.out, self.node = out, node
         self.handle: Any = None
+        self.base_us = 0  # the file's start time: its events' `ts` count from it
         self.opened_at = 0.0
         self.last_end_us = 0
         self.pids: dict[str, int] = {}
