@@ -97,8 +97,13 @@ def step_times(events: list[StepEvent], start: float) -> Optional[Picture]:
     return "Step duration over time, per rank", _png(figure)
 
 
+def _with_steps(ranks: dict[str, RankStats]) -> dict[str, RankStats]:
+    """The ranks that ran training steps (a rank that only evaluated has nothing to draw here)."""
+    return {n: s for n, s in ranks.items() if s.step_ms}
+
+
 def step_histograms(ranks: dict[str, RankStats]) -> Optional[Picture]:
-    ranks = {n: s for n, s in ranks.items() if s.step_ms}
+    ranks = _with_steps(ranks)
     if not ranks:
         return None
     plt = _pyplot()
@@ -141,18 +146,16 @@ def breakdown(ranks: dict[str, RankStats], phases_s: dict[str, float]) -> Option
 
 
 def spread(ranks: dict[str, RankStats]) -> Optional[Picture]:
-    ranks = {n: s for n, s in ranks.items() if s.step_ms}
+    ranks = _with_steps(ranks)
     if not ranks:
         return None
     plt = _pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.5))
-    axes[0].boxplot([s.step_ms for s in ranks.values()], showfliers=True)
-    axes[0].set_xticks(range(1, len(ranks) + 1), list(ranks), fontsize="small")
-    axes[0].set_ylabel("training step (ms)")
-    axes[1].boxplot([s.between_ms or [0.0] for s in ranks.values()], showfliers=True)
-    axes[1].set_xticks(range(1, len(ranks) + 1), list(ranks), fontsize="small")
-    axes[1].set_ylabel("between steps (ms)")
-    for ax in axes:
+    for ax, label, values in ((axes[0], "training step (ms)", [s.step_ms for s in ranks.values()]),
+                              (axes[1], "between steps (ms)", [s.between_ms or [0.0] for s in ranks.values()])):
+        ax.boxplot(values, showfliers=True)
+        ax.set_xticks(range(1, len(ranks) + 1), list(ranks), fontsize="small")
+        ax.set_ylabel(label)
         ax.set_yscale("symlog", linthresh=1.0)
         ax.grid(alpha=0.3)
     return "Spread of step times across ranks", _png(figure)
