@@ -219,3 +219,33 @@ def test_the_report_renders_offline_in_headless_chromium(keras_job: Tree, tmp_pa
     assert image.shape[0] >= 3000 and image.shape[1] >= 1000
     coloured = ((image[..., :3].max(axis=2) - image[..., :3].min(axis=2)) > 0.2).mean()
     assert coloured > 0.01, f"only {coloured:.2%} of the screenshot is in colour: no plots drawn"
+
+
+MILLION = """
+import sys, time
+from smtrain import progress
+for _ in range(1_000_001):  # a step runs from one call to the next
+    progress.step()
+print(f"ended {time.time():.3f}", flush=True)
+"""
+
+
+def test_a_million_steps_keep_a_bounded_file_and_a_report_in_time(tmp_path: Path) -> None:
+    """A million synthetic steps on one rank through the real `train`: at most the documented bound on
+    disk (the first 2,000 steps one by one, then summaries: ~0.65 MB and ~0.3 MB an hour), every step
+    counted in the report, written within 2 s of the program's end, and smdebug's readers load it."""
+    tree = make_tree(tmp_path / "ml")
+    tree.write_program("train.py", MILLION)
+    done = run_train(tree, env=tree.env(SM_CONTROL_PORT="17329"), timeout=300)
+    exited = time.time()
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    ended = float(re.search(rb"ended (\d+\.\d+)", done.stdout).group(1))
+    framework = tree.base / "output" / "profiler" / "framework"
+    kept = sum(p.stat().st_size for p in framework.rglob("*") if p.is_file())
+    assert kept <= 0.65e6 + 0.3e6 * (exited - ended + 3600) / 3600, kept
+    assert summary(tree)["ranks"]["0-algo-1"]["steps"]["TRAIN"] == 1_000_000
+    print(f"kept {kept} bytes; train exited {exited - ended:.2f} s after the program's last line")
+    assert exited - ended < 2.0 + 1.0, exited - ended  # the report's end bound, with a busy machine's second
+    loaded = smdebug_framework(tree, tmp_path)
+    names = {row[0] for row in loaded["events"]}
+    assert {"Step:ModeKeys.TRAIN", "Summary:ModeKeys.TRAIN", "BetweenSummary:ModeKeys.TRAIN"} <= names, names

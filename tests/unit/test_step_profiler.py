@@ -5,18 +5,21 @@ recorder's windows and files."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from smtrain.config.profiling import Profiling, profiling_of
 from smtrain.errors import ConfigError
-from smtrain.profiler import steprules
-from smtrain.profiler.events import STEP, StepEvent, file_header, parse, read_folder, to_lines
+from smtrain.profiler import report, steprules
+from smtrain.profiler.events import (STEP, StepEvent, StepSummary, bin_of, file_header, parse, read_folder, summary_lines,
+                                     to_lines)
 from smtrain.profiler.rules import DEFAULTS, parse_overrides
-from smtrain.profiler.steps import StepRecorder
+from smtrain.profiler.steps import SUMMARY_S, StepRecorder
 from smtrain.profiler.timeline import summarise_timeline
 from smtrain.wire.profiling import ProfilerSettings, Window
+from tests.support import require_root
 
 # What sagemaker 2.257.7's ProfilerConfig(framework_profile_params=FrameworkProfile(start_step=3,
 # num_steps=2))._to_request_dict() gives (its strings are Python dicts with a trailing comma).
@@ -168,3 +171,102 @@ def test_the_recorder_numbers_steps_measures_gaps_and_closes_its_file(tmp_path: 
     steps = [(e.step, e.start, e.end) for e in events if e.kind == STEP]
     assert steps == [(0, 100.0, 101.0), (1, 102.0, 103.0), (2, 104.0, 105.0), (3, 110.0, 112.0)]
     assert [(e.start, e.end) for e in events if e.kind == "Between"] == [(101.0, 102.0), (103.0, 104.0), (105.0, 110.0)]
+
+
+def _fast_steps(recorder: StepRecorder, steps: int, step_s: float = 0.001, gap_s: float = 0.0001,
+                start: float = 1000.0, slow_every: int = 0) -> float:
+    """`steps` training steps of `step_s` (every `slow_every`-th 20 times longer), written as the writer
+    would (a flush a simulated second); returns the end."""
+    t = start
+    per_flush = max(1, int(1.0 / (step_s + gap_s)))
+    for i in range(steps):
+        t += gap_s
+        length = step_s * (20 if slow_every and i % slow_every == slow_every - 1 else 1)
+        recorder.add_step("TRAIN", t, t + length)
+        t += length
+        if i % per_flush == 0:
+            recorder.flush()
+    return t
+
+
+def test_a_million_fast_steps_keep_a_bounded_file_and_every_count(tmp_path: Path) -> None:
+    """The documented bound: each mode's first FULL_STEPS steps one by one (~0.6 MB), then at most
+    ~0.3 MB an hour of summaries, whatever the step rate; the report's statistics from what is kept."""
+    recorder = StepRecorder(ProfilerSettings(str(tmp_path), "algo-1", min_free_mb=0), rank=0)
+    recorder.thread = object()  # no writer thread: this test flushes as the writer would
+    end = _fast_steps(recorder, 1_000_000, slow_every=1000)
+    recorder.close()
+    hours = (end - 1000.0) / 3600
+    kept = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
+    assert kept <= 0.65e6 + 0.3e6 * hours, (kept, hours)
+    events = list(read_folder([tmp_path]))
+    summaries = [e for e in events if isinstance(e, StepSummary)]
+    assert summaries and all(s.end - s.start <= SUMMARY_S + 1 for s in summaries)
+    stats = steprules.rank_stats(events)["0-algo-1"]
+    assert stats.steps["TRAIN"] == 1_000_000 and stats.train_steps == 1_000_000
+    assert abs(stats.median_step_ms - 1.0) < 0.05 and abs(stats.median_between_ms - 0.1) < 0.005
+    found, mean, _ = steprules.outliers(stats, 3, 2)
+    assert 990 <= len(found) <= 1000, len(found)  # the 20-ms steps, one in a thousand: each seen
+    assert sum(1 for n, _ in found if n >= 0) >= sum(1 for s in summaries if s.kind == STEP)  # intervals' longest: numbered
+    assert abs(stats.total_s["train"] - 1_000_000 * 0.001 - 1000 * 0.019) < 1.0
+
+
+def test_summaries_round_trip_through_the_trace_format() -> None:
+    pids: dict[str, int] = {}
+    text = file_header(1_000_000) + summary_lines(
+        [(STEP, "TRAIN", 2000, 2999, 2.0, 12.0, 1000, 1.5, 0.0012, 0.0031, {bin_of(1.25): 600, bin_of(2.5): 400})],
+        1_000_000, pids, 42)
+    (summary,) = parse(text.rstrip().rstrip(",") + "\n]\n", "0-algo-1")
+    assert isinstance(summary, StepSummary) and summary.kind == STEP and summary.mode == "TRAIN"
+    assert (summary.step, summary.last_step, summary.count, summary.total_s) == (2000, 2999, 1000, 1.5)
+    assert (round(summary.start, 6), round(summary.end, 6)) == (2.0, 12.0)
+    assert [n for _, n in summary.bins] == [600, 400]
+    assert all(abs(ms / want - 1) < 0.045 for (ms, _), want in zip(summary.bins, (1.25, 2.5)))
+    assert json.loads(text.splitlines()[-1].rstrip(","))["name"] == "Summary:ModeKeys.TRAIN"
+
+
+def test_steps_in_a_profiling_window_are_kept_one_by_one(tmp_path: Path) -> None:
+    window = Window(5000, 3)
+    recorder = StepRecorder(ProfilerSettings(str(tmp_path), "algo-1", python=None, min_free_mb=0), rank=0)
+    recorder.settings = recorder.settings._replace(detailed=window)
+    recorder.tf_trace_on = True  # as if the trace had started: the test keeps TensorFlow out
+    recorder._tf_profiler = lambda start, w: True  # type: ignore[method-assign]
+    recorder.thread = object()
+    _fast_steps(recorder, 6000)
+    recorder.close()
+    numbers = {e.step for e in read_folder([tmp_path]) if isinstance(e, StepEvent) and e.kind == STEP}
+    assert {5000, 5001, 5002} <= numbers and set(range(2000)) <= numbers and 4000 not in numbers
+
+
+def test_step_events_stop_short_of_the_free_space_margin(tmp_path: Path) -> None:
+    """A real 4-MB tmpfs, 2 MB to be kept free: the writer stops once, says why, the report says so."""
+    require_root()
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(disk)], check=True)
+    try:
+        recorder = StepRecorder(ProfilerSettings(str(disk / "profiler"), "algo-1", min_free_mb=2), rank=0)
+        recorder.thread = object()
+        (disk / "model.bin").write_bytes(b"\0" * 900_000)  # the job's own files take their share
+        _fast_steps(recorder, 1500, step_s=0.01)  # ~0.4 MB of events
+        assert recorder.stopped is None
+        (disk / "checkpoint.bin").write_bytes(b"\0" * 1_200_000)
+        _fast_steps(recorder, 100, step_s=0.01, start=2000.0)
+        assert recorder.stopped is not None and "below the 2 MiB kept" in recorder.stopped
+        size = sum(p.stat().st_size for p in disk.rglob("*") if p.is_file())
+        _fast_steps(recorder, 1000, step_s=0.01, start=3000.0)
+        recorder.close()
+        assert sum(p.stat().st_size for p in disk.rglob("*") if p.is_file()) <= size + 512
+        notes = report.stopped_notes([disk / "profiler"])
+        assert len(notes) == 1 and notes[0].startswith("rank 0-algo-1: step events stopped at ")
+        assert sum(1 for e in read_folder([disk]) if e.kind == STEP) >= 1400  # what was written before stays
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def test_the_free_space_margin_is_a_setting() -> None:
+    assert profiling_of({"sagemaker_profiler_min_free_mb": "512"}, {}, {}, "hp", "p").min_free_mb == 512
+    assert profiling_of({}, {"SM_PROFILER_MIN_FREE_MB": "0"}, {}, "hp", "p").min_free_mb == 0
+    assert profiling_of({}, {}, {}, "hp", "p").min_free_mb == 1024
+    with pytest.raises(ConfigError, match=r"sagemaker_profiler_min_free_mb \(or SM_PROFILER_MIN_FREE_MB\) must be"):
+        profiling_of({"sagemaker_profiler_min_free_mb": "lots"}, {}, {}, "hyperparameters.json", "p")

@@ -6,6 +6,8 @@ hyperparameters and variables that work without the file (and win over it):
     sagemaker_detailed_profiling / SM_DETAILED_PROFILING   START:NUM | off (default): a TensorFlow
                                                            profiler trace of those training steps
     sagemaker_python_profiling / SM_PYTHON_PROFILING       START:NUM | off (default): cProfile of them
+    sagemaker_profiler_min_free_mb / SM_PROFILER_MIN_FREE_MB   MiB (default 1024): step events stop
+                                                           before the volume has less free
 
 profilerconfig.json's `ProfilingParameters` hold `DetailedProfilingConfig` and `PythonProfilingConfig`
 as strings of a Python dict (`"{\"StartStep\": 5, \"NumSteps\": 1, }"`: smdebug reads them with eval;
@@ -18,7 +20,7 @@ import ast
 from typing import Any, Mapping, NamedTuple, Optional
 
 from ..errors import ConfigError
-from ..wire.profiling import Window
+from ..wire.profiling import DEFAULT_MIN_FREE_MB, Window
 
 __all__ = ["Profiling", "profiling_of"]
 
@@ -26,9 +28,12 @@ OFF = ("off", "false", "0", "no", "none", "")
 
 
 class Profiling(NamedTuple):
-    steps: bool = True
-    detailed: Optional[Window] = None
-    python: Optional[Window] = None
+    """Step profiling as the job asks for it."""
+
+    steps: bool = True  # every rank's steps as framework events
+    detailed: Optional[Window] = None  # a TensorFlow profiler trace of these training steps
+    python: Optional[Window] = None  # cProfile of these training steps
+    min_free_mb: int = DEFAULT_MIN_FREE_MB  # the free space on the volume the step events never take
 
 
 def _lower_keys(value: Any) -> Any:
@@ -96,4 +101,15 @@ def profiling_of(decoded: Mapping[str, Any], environ: Mapping[str, str], profile
                 detailed = window
             else:
                 python = window
-    return Profiling(steps, detailed, python)
+    return Profiling(steps, detailed, python, _min_free_mb(decoded, environ, hp_where))
+
+
+def _min_free_mb(decoded: Mapping[str, Any], environ: Mapping[str, str], where: str) -> int:
+    raw = environ.get("SM_PROFILER_MIN_FREE_MB", decoded.get("sagemaker_profiler_min_free_mb"))
+    if raw is None:
+        return DEFAULT_MIN_FREE_MB
+    text = str(raw).strip()
+    if not text.isdigit():
+        raise ConfigError(f"{where}: sagemaker_profiler_min_free_mb (or SM_PROFILER_MIN_FREE_MB) must be a whole "
+                          f"number of MiB >= 0, got {raw!r}")
+    return int(text)

@@ -260,7 +260,7 @@ def profiler_env(config: TrainingConfig) -> dict[str, str]:
     if not (p.steps or p.detailed or p.python):
         return {}
     settings = ProfilerSettings(str(config.paths.output_dir / "profiler"), config.resources.current_host,
-                                p.steps, p.detailed, p.python)
+                                p.steps, p.detailed, p.python, p.min_free_mb)
     return {FRAMEWORK_PROFILER_ENV: settings.to_json()}
 
 

@@ -14,6 +14,13 @@ A file is a JSON array of Chrome trace events, as smdebug's `TimelineFileWriter`
 named "Step" so that smdebug's pandas helpers do not count it as a training phase) and per epoch
 (`Epoch:ModeKeys.<mode>`); each carries the step number it belongs to.
 
+Past a rank's first `FULL_STEPS` steps of a mode (and outside the configured profiling windows), steps
+are kept as summaries instead (smtrain.profiler.steps): one `Summary:ModeKeys.<mode>` (steps) or
+`BetweenSummary:ModeKeys.<mode>` (gaps) event per interval spanning it, whose args hold the count, the summed,
+shortest and longest durations and a histogram (`bins`: ms at a bin's centre -> count, bins 2^(1/8)
+wide), while the interval's longest step stays a step event of its own. So a rank keeps a bounded
+number of bytes per hour whatever its step rate.
+
 Written as `<profiler>/framework/<node>_pythontimeline.json.tmp` while open (one line per event,
 flushed every second), renamed to `<profiler>/framework/pevents/<YYYYMMDDHH>/<end_us>_<node>_pythontimeline.json`
 when complete (a minute's events, or the program's end); `node` is `<rank>-<host>`, as smdebug names it.
@@ -21,18 +28,35 @@ when complete (a minute's events, or the program's end); `node` is `<rank>-<host
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple, Optional
+from typing import Any, Iterable, Iterator, NamedTuple, Optional
 
-__all__ = ["BETWEEN", "EPOCH", "MODES", "STEP", "StepEvent", "file_header", "final_path", "node_id", "parse",
-           "read_folder", "temp_path", "to_lines", "trace_objects"]
+__all__ = ["BETWEEN", "EPOCH", "FULL_STEPS", "MODES", "STEP", "StepEvent", "StepSummary", "bin_centre_ms", "bin_of",
+           "file_header", "final_path", "node_id", "parse", "read_folder", "stopped_path", "summary_lines", "temp_path", "to_lines",
+           "trace_objects"]
 
 STEP = "Step"
 BETWEEN = "Between"
 EPOCH = "Epoch"
 MODES = ("TRAIN", "EVAL", "PREDICT")
 SUFFIX = "pythontimeline.json"
+# a summary's phase, by what it summarises; neither name holds "Step", which smdebug's pandas helpers
+# take for a training phase (a summary spans its interval, the steps in it are counted already)
+SUMMARY_PHASES = {STEP: "Summary", BETWEEN: "BetweenSummary"}
+SUMMARISED = {phase: kind for kind, phase in SUMMARY_PHASES.items()}
+FULL_STEPS = 2000  # steps of each mode that every rank keeps one by one
+BINS_PER_OCTAVE = 8
+
+
+def bin_of(ms: float) -> int:
+    """A duration's histogram bin: bins 2^(1/8) wide (a centre is within 4.5 % of every value in its bin)."""
+    return math.floor(math.log2(ms) * BINS_PER_OCTAVE) if ms > 0 else -10 * BINS_PER_OCTAVE
+
+
+def bin_centre_ms(index: int) -> float:
+    return 2.0 ** ((index + 0.5) / BINS_PER_OCTAVE)
 
 
 class StepEvent(NamedTuple):
@@ -49,8 +73,34 @@ class StepEvent(NamedTuple):
 
     @property
     def rank(self) -> int:
-        head = self.node.split("-", 1)[0]
-        return int(head) if head.isdigit() else -1
+        return _rank_of(self.node)
+
+
+class StepSummary(NamedTuple):
+    """`count` steps (or gaps before steps) of one rank and mode, numbered `step` to `last_step`, that
+    ran between `start` and `end`, kept as a histogram: `bins` holds (ms at a bin's centre, count)."""
+
+    node: str
+    kind: str  # STEP or BETWEEN: what is summarised
+    mode: str
+    step: int
+    last_step: int
+    start: float
+    end: float
+    count: int
+    total_s: float
+    min_ms: float
+    max_ms: float
+    bins: tuple[tuple[float, int], ...]
+
+    @property
+    def rank(self) -> int:
+        return _rank_of(self.node)
+
+
+def _rank_of(node: str) -> int:
+    head = node.split("-", 1)[0]
+    return int(head) if head.isdigit() else -1
 
 
 def node_id(rank: int, host: str) -> str:
@@ -59,6 +109,11 @@ def node_id(rank: int, host: str) -> str:
 
 def temp_path(out: Path, node: str) -> Path:
     return out / "framework" / f"{node}_{SUFFIX}.tmp"
+
+
+def stopped_path(out: Path, node: str) -> Path:
+    """The note a rank leaves when its step events stopped (the volume ran short of free space)."""
+    return out / "framework" / f"{node}_stopped.json"
 
 
 def final_path(out: Path, node: str, end_us: int) -> Path:
@@ -80,19 +135,38 @@ def to_lines(records: Iterable[tuple[str, str, int, float, float]], base_us: int
              os_pid: int) -> str:
     """Trace-event lines (each ending ",\\n") for (kind, mode, step, start_s, end_s) records; a phase
     seen for the first time in this file (`pids`, updated) gets its process_name line first."""
-    lines = []
+    lines: list[str] = []
     for kind, mode, step, start, end in records:
-        name = phase_name(kind, mode)
-        pid = pids.get(name)
-        if pid is None:
-            pid = pids[name] = len(pids) + 1
-            lines.append(json.dumps({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}}))
-            lines.append(json.dumps({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}}))
-        start_us = round(start * 1e6)
-        lines.append(json.dumps({"name": name, "pid": pid, "ph": "X", "ts": start_us - base_us,
-                                 "dur": max(0, round(end * 1e6) - start_us),
-                                 "args": {"step_num": str(step), "pid": os_pid}}))
+        lines.append(_event_line(lines, phase_name(kind, mode), pids, base_us, start, end,
+                                 {"step_num": str(step), "pid": os_pid}))
     return "".join(line + ",\n" for line in lines)
+
+
+def summary_lines(summaries: Iterable[tuple[str, str, int, int, float, float, int, float, float, float,
+                                            dict[int, int]]], base_us: int, pids: dict[str, int], os_pid: int) -> str:
+    """Trace-event lines for (kind, mode, first step, last step, start_s, end_s, count, total_s, min_s,
+    max_s, {bin: count}) summaries of steps past the first FULL_STEPS."""
+    lines: list[str] = []
+    for kind, mode, first, last, start, end, count, total, low, high, bins in summaries:
+        args = {"step_num": str(first), "last_step": last, "count": count, "sum_ms": round(total * 1e3, 3),
+                "min_ms": round(low * 1e3, 4), "max_ms": round(high * 1e3, 4),
+                "bins": {f"{bin_centre_ms(i):.4g}": n for i, n in sorted(bins.items())}, "pid": os_pid}
+        lines.append(_event_line(lines, phase_name(SUMMARY_PHASES[kind], mode), pids, base_us, start, end, args))
+    return "".join(line + ",\n" for line in lines)
+
+
+def _event_line(lines: list[str], name: str, pids: dict[str, int], base_us: int, start: float, end: float,
+                args: dict) -> str:
+    """One complete ("X") event; a phase seen for the first time in this file gets its metadata lines
+    appended to `lines` first."""
+    pid = pids.get(name)
+    if pid is None:
+        pid = pids[name] = len(pids) + 1
+        lines.append(json.dumps({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}}))
+        lines.append(json.dumps({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}}))
+    start_us = round(start * 1e6)
+    return json.dumps({"name": name, "pid": pid, "ph": "X", "ts": start_us - base_us,
+                       "dur": max(0, round(end * 1e6) - start_us), "args": args})
 
 
 def trace_objects(text: str) -> Iterator[dict]:
@@ -113,8 +187,8 @@ def trace_objects(text: str) -> Iterator[dict]:
             yield value
 
 
-def parse(text: str, node: str) -> list[StepEvent]:
-    """The events of one file, complete or still open."""
+def parse(text: str, node: str) -> list[Any]:
+    """The step events and summaries of one file, complete or still open."""
     base, names, events = 0, {}, []
     for event in trace_objects(text):
         args = event.get("args") or {}
@@ -125,11 +199,27 @@ def parse(text: str, node: str) -> list[StepEvent]:
                 names[event.get("pid")] = str(args["name"])
         elif event.get("ph") == "X":
             kind, _, mode = names.get(event.get("pid"), str(event.get("name", ""))).partition(":ModeKeys.")
-            if kind in (STEP, BETWEEN, EPOCH) and mode in MODES:
-                start = (base + int(event.get("ts", 0))) / 1e6
-                events.append(StepEvent(node, kind, mode, int(args.get("step_num", -1)), start,
-                                        start + int(event.get("dur", 0)) / 1e6))
+            if mode not in MODES:
+                continue
+            start = (base + int(event.get("ts", 0))) / 1e6
+            end = start + int(event.get("dur", 0)) / 1e6
+            if kind in (STEP, BETWEEN, EPOCH):
+                events.append(StepEvent(node, kind, mode, int(args.get("step_num", -1)), start, end))
+            elif kind in SUMMARISED:
+                summary = _summary(node, SUMMARISED[kind], mode, start, end, args)
+                if summary is not None:
+                    events.append(summary)
     return events
+
+
+def _summary(node: str, kind: str, mode: str, start: float, end: float, args: dict) -> Optional[StepSummary]:
+    try:
+        bins = tuple((float(ms), int(n)) for ms, n in (args.get("bins") or {}).items())
+        return StepSummary(node, kind, mode, int(args.get("step_num", -1)), int(args.get("last_step", -1)), start,
+                           end, int(args["count"]), float(args["sum_ms"]) / 1e3, float(args["min_ms"]),
+                           float(args["max_ms"]), bins)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None
 
 
 def _node_of(path: Path) -> Optional[str]:
@@ -142,8 +232,8 @@ def _node_of(path: Path) -> Optional[str]:
     return None
 
 
-def read_folder(folders: Iterable[Path]) -> Iterator[StepEvent]:
-    """Every step event under `folders` (any depth), from complete and still-open files alike."""
+def read_folder(folders: Iterable[Path]) -> Iterator[Any]:
+    """Every step event and summary under `folders` (any depth), from complete and still-open files alike."""
     for folder in folders:
         for path in sorted(Path(folder).rglob(f"*_{SUFFIX}*")):
             node = _node_of(path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 from typing import Any, Optional
 
-from .events import BETWEEN, STEP, StepEvent
+from .events import BETWEEN, STEP, StepEvent, StepSummary
 from .rules import Series, gpus, hosts
 from .steprules import RankStats
 from .timeline import TimelineStats
@@ -77,9 +77,11 @@ def cores(series: Series, host: str) -> Optional[Picture]:
     return f"{host}: CPU utilisation per core (%)", _png(figure)
 
 
-def step_times(events: list[StepEvent], start: float) -> Optional[Picture]:
-    steps = [e for e in events if e.kind == STEP]
-    if not steps:
+def step_times(events: list[Any], start: float) -> Optional[Picture]:
+    """Each step kept one by one; past a rank's first steps, each interval's mean (and its longest step)."""
+    steps = [e for e in events if e.kind == STEP and not isinstance(e, StepSummary)]
+    summaries = [e for e in events if e.kind == STEP and isinstance(e, StepSummary) and e.count]
+    if not steps and not summaries:
         return None
     plt = _pyplot()
     figure, ax = plt.subplots(figsize=(10, 4))
@@ -89,6 +91,10 @@ def step_times(events: list[StepEvent], start: float) -> Optional[Picture]:
             if mine:
                 ax.scatter([e.start - start for e in mine], [e.duration * 1e3 for e in mine], s=8, marker=marker,
                            label=f"rank {node} {mode.lower()}")
+            means = sorted((s for s in summaries if s.node == node and s.mode == mode), key=lambda s: s.start)
+            if means:
+                ax.plot([(s.start + s.end) / 2 - start for s in means], [s.total_s / s.count * 1e3 for s in means],
+                        label=f"rank {node} {mode.lower()}: mean per interval")
     ax.set_xlabel("seconds since the job's start")
     ax.set_ylabel("step duration (ms)")
     ax.set_yscale("log")
@@ -99,7 +105,7 @@ def step_times(events: list[StepEvent], start: float) -> Optional[Picture]:
 
 def _with_steps(ranks: dict[str, RankStats]) -> dict[str, RankStats]:
     """The ranks that ran training steps (a rank that only evaluated has nothing to draw here)."""
-    return {n: s for n, s in ranks.items() if s.step_ms}
+    return {n: s for n, s in ranks.items() if s.train_steps}
 
 
 def step_histograms(ranks: dict[str, RankStats]) -> Optional[Picture]:
@@ -110,11 +116,13 @@ def step_histograms(ranks: dict[str, RankStats]) -> Optional[Picture]:
     import numpy
 
     figure, ax = plt.subplots(figsize=(10, 4))
-    values = [v for s in ranks.values() for v in s.step_ms if v > 0]
+    values = [v for s in ranks.values() for v in s.step_ms + [ms for ms, _ in s.step_bins] if v > 0]
     low, high = min(values, default=0.1), max(values, default=1.0)
     bins = numpy.geomspace(low, high * 1.0001, 40) if high > low else 40  # log bins: the first step's tracing is 1000x
     for node, stats in ranks.items():
-        ax.hist(stats.step_ms, bins=bins, alpha=0.5, label=f"rank {node} ({len(stats.step_ms)} steps)")
+        ax.hist(stats.step_ms + [ms for ms, _ in stats.step_bins], bins=bins, alpha=0.5,
+                weights=[1] * len(stats.step_ms) + [n for _, n in stats.step_bins],
+                label=f"rank {node} ({stats.train_steps} steps)")
     if high > low:
         ax.set_xscale("log")
     ax.set_xlabel("training step duration (ms)")
@@ -151,7 +159,7 @@ def spread(ranks: dict[str, RankStats]) -> Optional[Picture]:
         return None
     plt = _pyplot()
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.5))
-    for ax, label, values in ((axes[0], "training step (ms)", [s.step_ms for s in ranks.values()]),
+    for ax, label, values in ((axes[0], "training step (ms)", [s.step_sample() for s in ranks.values()]),
                               (axes[1], "between steps (ms)", [s.between_ms or [0.0] for s in ranks.values()])):
         ax.boxplot(values, showfliers=True)
         ax.set_xticks(range(1, len(ranks) + 1), list(ranks), fontsize="small")
@@ -162,6 +170,7 @@ def spread(ranks: dict[str, RankStats]) -> Optional[Picture]:
 
 
 def utilisation_against_steps(series: Series, events: list[StepEvent], start: float) -> Optional[Picture]:
+    events = [e for e in events if not isinstance(e, StepSummary)]
     train = [e for e in events if e.kind == STEP and e.mode == "TRAIN"]
     if not train or not series:
         return None

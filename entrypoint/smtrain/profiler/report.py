@@ -40,8 +40,8 @@ TOP_OUTLIERS = 10
 
 
 def summarise(series: Series, results: list[RuleResult], ctx: Optional[steprules.StepContext] = None,
-              outliers: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
-    summary: dict[str, Any] = {"hosts": {}, "rules": [r.to_json() for r in results]}
+              outliers: Sequence[dict[str, Any]] = (), notes: Sequence[str] = ()) -> dict[str, Any]:
+    summary: dict[str, Any] = {"hosts": {}, "rules": [r.to_json() for r in results], "notes": list(notes)}
     for host in hosts(series):
         entry: dict[str, Any] = {}
         for label, name, dimension in [("cpu", "cpu_total", "CPUUtilization"), ("memory", "MemoryUsedPercent", "Memory"),
@@ -64,7 +64,7 @@ def summarise(series: Series, results: list[RuleResult], ctx: Optional[steprules
                              "training_loop_s": ph.training_s, "finalization_s": ph.finalization_s}
         summary["ranks"] = {
             node: {"steps": s.steps, "median_step_ms": s.median_step_ms,
-                   "p95_step_ms": percentile(s.step_ms, 95) if s.step_ms else None,
+                   "p95_step_ms": steprules.weighted_percentile(s.step_ms, s.step_bins, 95) if s.train_steps else None,
                    "median_between_ms": s.median_between_ms, "between_share": s.between_share,
                    "seconds": s.total_s}
             for node, s in ctx.ranks.items()}
@@ -82,7 +82,7 @@ def top_outliers(ctx: steprules.StepContext) -> list[dict[str, Any]]:
     for node, stats in ctx.ranks.items():
         steps, _, _ = steprules.outliers(stats, p["stddev"], p["skip"])
         median = stats.median_step_ms or 1.0
-        found += [{"rank": node, "step": step, "ms": ms, "x_median": ms / median} for step, ms in steps]
+        found += [{"rank": node, "step": step, "ms": ms, "x_median": ms / median} for step, ms in steps if step >= 0]
     return sorted(found, key=lambda o: -o["ms"])[:TOP_OUTLIERS]
 
 
@@ -103,6 +103,7 @@ def render_html(summary: dict[str, Any], pictures: Sequence[plots.Picture], titl
     fired = [r for r in summary["rules"] if r["triggered"]]
     sections.append(f"<p class='verdict'>{len(fired)} of {len(summary['rules'])} rules triggered"
                     + (": " + html.escape(", ".join(r["rule"] for r in fired)) if fired else "") + "</p>")
+    sections += [f"<p class='note'>{html.escape(note)}</p>" for note in summary.get("notes", [])]
     if "phases" in summary:
         ph = summary["phases"]
         job = ph["job_s"] or 1.0
@@ -157,6 +158,19 @@ def _pictures(series: Series, events: list[StepEvent], ctx: steprules.StepContex
     return [p for p in made if p is not None]
 
 
+def stopped_notes(folders: Sequence[Path]) -> list[str]:
+    """What ranks said when their step events stopped (smtrain.profiler.steps: the volume ran short)."""
+    notes = []
+    for folder in folders:
+        for path in sorted(folder.rglob("*_stopped.json")):
+            try:
+                raw = json.loads(path.read_text())
+                notes.append(f"rank {raw['node']}: {raw['reason']}")
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return notes
+
+
 def _since(series: Series, since: float) -> Series:
     return {k: [(t, v) for t, v in values if t >= since] for k, values in series.items()
             if any(t >= since for t, _ in values)}
@@ -194,14 +208,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ctx = steprules.StepContext(steprules.rank_stats(events), steprules.phases(events, start, end),
                                 max(timelines, key=lambda t: t.span_s) if timelines else None)
     results = evaluate(series, overrides) + steprules.evaluate(ctx, overrides)
-    summary = summarise(series, results, ctx, top_outliers(ctx))
+    notes = stopped_notes(folders)
+    summary = summarise(series, results, ctx, top_outliers(ctx), notes)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     pictures = [] if args.no_plots else _pictures(series, events, ctx)
     (args.out / REPORT_FILE).write_text(render_html(summary, pictures))
     fired = [r.rule for r in results if r.triggered]
     line = (f"report: {args.out / REPORT_FILE} ({len(hosts(series))} host(s), {len(ctx.ranks)} rank(s) with steps; "
-            f"rules triggered: {', '.join(fired) or 'none'})")
+            f"rules triggered: {', '.join(fired) or 'none'}"
+            + (f"; step events stopped early on {len(notes)} rank(s)" if notes else "") + ")")
     if args.job:  # one of train's own lines in the job's log, whole and marked as such
         sys.stderr.write(f"[train] profiler {line}\n")
         sys.stderr.flush()

@@ -18,15 +18,17 @@ numbers and verdicts out.
 """
 from __future__ import annotations
 
+import math
 import statistics
-from typing import Iterable, Mapping, NamedTuple, Optional
+from typing import Iterable, Mapping, NamedTuple, Optional, Union
 
-from .events import BETWEEN, STEP, StepEvent
+from .events import BETWEEN, STEP, StepEvent, StepSummary
+from .monitor import percentile
 from .rules import RuleResult, run_rules
 from .timeline import TimelineStats
 
 __all__ = ["DEFAULTS", "RECOMMENDATIONS", "JobPhases", "RankStats", "StepContext", "evaluate", "outliers",
-           "phases", "rank_stats"]
+           "phases", "rank_stats", "weighted_percentile"]
 
 DEFAULTS: dict[str, dict[str, float]] = {
     "StepOutlier": {"stddev": 3, "n_outliers": 10, "skip": 2},
@@ -52,22 +54,48 @@ RECOMMENDATIONS = {
 }
 
 
+Bins = tuple[tuple[float, int], ...]  # (ms, count): steps kept as summaries (smtrain.profiler.events)
+
+
 class RankStats(NamedTuple):
+    """One rank's steps: the training steps kept one by one, and those kept as summaries' histograms."""
+
     node: str
     steps: dict[str, int]  # mode -> steps
-    step_ms: list[float]  # training steps' durations, in order
-    between_ms: list[float]  # the gaps before training steps
+    step_ms: list[float]  # training steps' durations, in order (those kept one by one)
+    between_ms: list[float]  # the gaps before training steps (likewise)
     total_s: dict[str, float]  # "train", "eval", "predict", "between" -> seconds
     first_start: float
     last_end: float
+    step_bins: Bins = ()  # training steps past those: (ms, count)
+    between_bins: Bins = ()
+    step_numbers: tuple[int, ...] = ()  # the numbers of the steps in step_ms
+
+    @property
+    def train_steps(self) -> int:
+        """Training steps measured, one by one and summarised."""
+        return len(self.step_ms) + sum(n for _, n in self.step_bins)
+
+    @property
+    def between_count(self) -> int:
+        return len(self.between_ms) + sum(n for _, n in self.between_bins)
 
     @property
     def median_step_ms(self) -> float:
-        return statistics.median(self.step_ms) if self.step_ms else 0.0
+        return weighted_percentile(self.step_ms, self.step_bins, 50)
 
     @property
     def median_between_ms(self) -> float:
-        return statistics.median(self.between_ms) if self.between_ms else 0.0
+        return weighted_percentile(self.between_ms, self.between_bins, 50)
+
+    def step_sample(self, cap: int = 5000) -> list[float]:
+        """Training step durations to draw: every one kept one by one, and at most `cap` from the
+        summaries' bins, each bin in proportion to its count."""
+        total = sum(n for _, n in self.step_bins)
+        if not total:
+            return self.step_ms
+        scale = min(1.0, cap / total)
+        return self.step_ms + [ms for ms, n in self.step_bins for _ in range(max(1, round(n * scale)))]
 
     @property
     def between_share(self) -> float:
@@ -106,26 +134,66 @@ class StepContext(NamedTuple):
     timeline: Optional[TimelineStats]
 
 
-def rank_stats(events: Iterable[StepEvent]) -> dict[str, RankStats]:
+def weighted_percentile(values: list[float], bins: Bins, q: float) -> float:
+    """The q-th percentile of `values` (each once) and `bins` ((value, count)); 0.0 when empty."""
+    if not bins:
+        return (statistics.median(values) if q == 50 else percentile(values, q)) if values else 0.0
+    weighted = sorted([(v, 1) for v in values] + [b for b in bins if b[1] > 0])
+    total = sum(n for _, n in weighted)
+    if not total:
+        return 0.0
+    wanted, seen = q / 100 * total, 0
+    for value, n in weighted:
+        seen += n
+        if seen >= wanted:
+            return value
+    return weighted[-1][0]
+
+
+def _merge_bins(summaries: Iterable[StepSummary]) -> Bins:
+    merged: dict[float, int] = {}
+    for s in summaries:
+        for ms, n in s.bins:
+            merged[ms] = merged.get(ms, 0) + n
+    return tuple(sorted(merged.items()))
+
+
+def rank_stats(events: Iterable[Union[StepEvent, StepSummary]]) -> dict[str, RankStats]:
+    """Per rank (node), from its step events and the summaries of its steps past the full ones."""
     by_node: dict[str, list[StepEvent]] = {}
+    summaries: dict[str, list[StepSummary]] = {}
     for e in events:
-        by_node.setdefault(e.node, []).append(e)
+        (summaries if isinstance(e, StepSummary) else by_node).setdefault(e.node, []).append(e)
     result = {}
-    for node, evs in sorted(by_node.items(), key=lambda kv: (kv[1][0].rank, kv[0])):
-        evs.sort(key=lambda e: (e.start, e.kind != BETWEEN))
+    for node in sorted(set(by_node) | set(summaries), key=lambda n: (_rank(n), n)):
+        evs = sorted(by_node.get(node, []), key=lambda e: (e.start, e.kind != BETWEEN))
+        sums = summaries.get(node, [])
         steps = [e for e in evs if e.kind == STEP]
         train = [e for e in steps if e.mode == "TRAIN"]
         between = [e for e in evs if e.kind == BETWEEN and e.mode == "TRAIN"]
-        counts = {m: sum(1 for e in steps if e.mode == m) for m in ("TRAIN", "EVAL", "PREDICT")}
-        totals = {m.lower() if m != "EVAL" else "eval": sum(e.duration for e in steps if e.mode == m)
+        step_sums = [s for s in sums if s.kind == STEP]
+        counts = {m: sum(1 for e in steps if e.mode == m) + sum(s.count for s in step_sums if s.mode == m)
                   for m in ("TRAIN", "EVAL", "PREDICT")}
-        totals["between"] = sum(e.duration for e in evs if e.kind == BETWEEN)
+        totals = {m.lower(): sum(e.duration for e in steps if e.mode == m)
+                  + sum(s.total_s for s in step_sums if s.mode == m) for m in ("TRAIN", "EVAL", "PREDICT")}
+        totals["between"] = (sum(e.duration for e in evs if e.kind == BETWEEN)
+                             + sum(s.total_s for s in sums if s.kind == BETWEEN))
+        spans = steps + step_sums
         result[node] = RankStats(node, counts, [e.duration * 1e3 for e in train], [e.duration * 1e3 for e in between],
-                                 totals, min((e.start for e in steps), default=0.0), max((e.end for e in steps), default=0.0))
+                                 totals, min((e.start for e in spans), default=0.0),
+                                 max((e.end for e in spans), default=0.0),
+                                 _merge_bins(s for s in step_sums if s.mode == "TRAIN"),
+                                 _merge_bins(s for s in sums if s.kind == BETWEEN and s.mode == "TRAIN"),
+                                 tuple(e.step for e in train))
     return result
 
 
-def phases(events: Iterable[StepEvent], start: float, end: float) -> JobPhases:
+def _rank(node: str) -> int:
+    head = node.split("-", 1)[0]
+    return int(head) if head.isdigit() else -1
+
+
+def phases(events: Iterable[Union[StepEvent, StepSummary]], start: float, end: float) -> JobPhases:
     steps = [e for e in events if e.kind == STEP]
     train = [e.start for e in steps if e.mode == "TRAIN"]
     first = min(train) if train else (min(e.start for e in steps) if steps else None)
@@ -134,13 +202,23 @@ def phases(events: Iterable[StepEvent], start: float, end: float) -> JobPhases:
 
 
 def outliers(stats: RankStats, stddev: float, skip: int) -> tuple[list[tuple[int, float]], float, float]:
-    """The training steps (number, ms) beyond mean + stddev * sd on one rank; with the mean and sd."""
+    """The training steps (number, ms) beyond mean + stddev * sd on one rank; with the mean and sd.
+    Steps kept only in summaries count with step number -1 and their bin's duration."""
     values = stats.step_ms[int(skip):]
-    if len(values) < 3:
+    weights = [1] * len(values) + [n for _, n in stats.step_bins]
+    pool = values + [ms for ms, _ in stats.step_bins]
+    count = sum(weights)
+    if count < 3:
         return [], 0.0, 0.0
-    mean, sd = statistics.fmean(values), statistics.pstdev(values)
+    mean = sum(v * w for v, w in zip(pool, weights)) / count
+    sd = math.sqrt(max(0.0, sum(w * (v - mean) ** 2 for v, w in zip(pool, weights)) / count))
     limit = mean + stddev * sd
-    return [(i + int(skip), v) for i, v in enumerate(values) if sd > 0 and v > limit], mean, sd
+    if sd <= 0:
+        return [], mean, sd
+    numbers = stats.step_numbers[int(skip):] or range(int(skip), int(skip) + len(values))
+    found = [(n, v) for n, v in zip(numbers, values) if v > limit]
+    found += [(-1, ms) for ms, n in stats.step_bins if ms > limit for _ in range(n)]
+    return found, mean, sd
 
 
 def _verdict(findings: list[str], judged: bool, healthy: str) -> tuple[bool, str]:
@@ -157,15 +235,15 @@ def step_outlier(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
         if mean:
             judged += 1
         if len(found) > p["n_outliers"]:
-            worst = max(found, key=lambda s: s[1])
-            findings.append(f"rank {node}: {len(found)} of {len(stats.step_ms)} steps beyond {mean:.1f} + "
-                            f"{p['stddev']:g} x {sd:.1f} ms (> {p['n_outliers']:g}); the longest, step {worst[0]}, "
+            worst = max(found, key=lambda s: (s[1], s[0] >= 0))
+            findings.append(f"rank {node}: {len(found)} of {stats.train_steps} steps beyond {mean:.1f} + "
+                            f"{p['stddev']:g} x {sd:.1f} ms (> {p['n_outliers']:g}); the longest, step {worst[0] if worst[0] >= 0 else '(summarised)'}, "
                             f"{worst[1]:.0f} ms")
     return _verdict(findings, bool(judged), f"no rank has more than {p['n_outliers']:g} outlier steps")
 
 
 def rank_imbalance(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
-    ranks = [s for s in ctx.ranks.values() if len(s.step_ms) >= p["min_steps"]]
+    ranks = [s for s in ctx.ranks.values() if s.train_steps >= p["min_steps"]]
     if len(ranks) < 2:
         return False, "fewer than two ranks with enough training steps"
     cycles = {s.node: s.median_step_ms + s.median_between_ms for s in ranks}
@@ -198,7 +276,7 @@ def slow_initialization(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool,
 def input_bound(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
     findings, judged = [], []
     for node, stats in ctx.ranks.items():
-        if len(stats.between_ms) < p["min_steps"]:
+        if stats.between_count < p["min_steps"]:
             continue
         judged.append(f"{node} {stats.between_share:.0%}")
         if stats.between_share > p["threshold"] and stats.median_between_ms > p["min_ms"]:

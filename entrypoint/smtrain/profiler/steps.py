@@ -5,11 +5,20 @@ profiler) and Python (cProfile) windows.
 A step costs the program two clock reads and a deque append; a daemon thread writes the events
 every FLUSH_S seconds and closes a file every ROTATE_S seconds; the program's exit closes the last.
 Should the program be killed, the open file (`.tmp`) holds what was flushed, and the report reads it.
+
+Bounded: each mode's first FULL_STEPS steps, and the steps of the profiling windows, are kept one by
+one; past them the writer folds steps into one summary per SUMMARY_S seconds and kind (smtrain.
+profiler.events.StepSummary), keeping each interval's longest step and gap as events of their own.
+Epochs past the first FULL_STEPS steps are not kept. A rank so keeps about 0.6 MB for its first steps
+of a mode and then at most about 0.3 MB an hour, whatever its step rate (tests/unit/test_step_profiler.py).
+The writer also keeps `min_free_mb` free on the profiler's volume (for checkpoints and the model): below
+that it stops writing, says so once on stderr and leaves a note (`<node>_stopped.json`) for the report.
 """
 from __future__ import annotations
 
 import atexit
 import collections
+import json
 import os
 import threading
 import time
@@ -17,14 +26,46 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..wire.profiling import ProfilerSettings, Window
-from .events import BETWEEN, EPOCH, STEP, file_header, final_path, node_id, temp_path, to_lines
+from .events import (BETWEEN, EPOCH, FULL_STEPS, STEP, bin_of, file_header, final_path, node_id, stopped_path,
+                     summary_lines, temp_path, to_lines)
 
-__all__ = ["FLUSH_S", "ROTATE_S", "StepRecorder"]
+__all__ = ["FLUSH_S", "ROTATE_S", "SUMMARY_S", "StepRecorder"]
 
 FLUSH_S = 1.0
 ROTATE_S = 60.0
+SUMMARY_S = 10.0
 
 Record = tuple  # (kind, mode, step, start_s, end_s)
+
+
+class _Interval:
+    """One kind and mode's steps past the full ones, over one interval: counted, summed, binned; the
+    longest kept whole."""
+
+    def __init__(self, record: Record) -> None:
+        self.first, self.start = record[2], record[3]
+        self.last, self.end = record[2], record[4]
+        self.count, self.total, self.low, self.high = 0, 0.0, float("inf"), 0.0
+        self.bins: dict[int, int] = {}
+        self.longest: Record = record
+
+    def add(self, record: Record) -> None:
+        self.last, self.end = max(self.last, record[2]), max(self.end, record[4])
+        self.start = min(self.start, record[3])
+        if record[4] - record[3] > self.longest[4] - self.longest[3]:
+            record, self.longest = self.longest, record
+        self._fold(record[4] - record[3])
+
+    def _fold(self, seconds: float) -> None:
+        self.count += 1
+        self.total += seconds
+        self.low, self.high = min(self.low, seconds), max(self.high, seconds)
+        index = bin_of(seconds * 1e3)
+        self.bins[index] = self.bins.get(index, 0) + 1
+
+    def summary(self, kind: str, mode: str) -> tuple:
+        return (kind, mode, self.first, self.last, self.start, self.end, self.count, self.total, self.low,
+                self.high, self.bins)
 
 
 class _File:
@@ -38,17 +79,22 @@ class _File:
         self.last_end_us = 0
         self.pids: dict[str, int] = {}
 
-    def write(self, records: list[Record]) -> None:
+    def write(self, records: list[Record], summaries: list[tuple] = ()) -> None:
+        starts = [r[3] for r in records] + [s[4] for s in summaries]
+        if not starts:
+            return
         if self.handle is None:
             path = temp_path(self.out, self.node)
             path.parent.mkdir(parents=True, exist_ok=True)
-            base_us = int(min(r[3] for r in records) * 1e6)
+            base_us = int(min(starts) * 1e6)
             self.handle = open(path, "w", encoding="utf-8")
             self.handle.write(file_header(base_us))
             self.base_us, self.opened_at, self.pids = base_us, time.monotonic(), {}
-        self.handle.write(to_lines(records, self.base_us, self.pids, os.getpid()))
+        self.handle.write(to_lines(records, self.base_us, self.pids, os.getpid())
+                          + summary_lines(summaries, self.base_us, self.pids, os.getpid()))
         self.handle.flush()
-        self.last_end_us = max(self.last_end_us, int(max(r[4] for r in records) * 1e6))
+        ends = [r[4] for r in records] + [s[5] for s in summaries]
+        self.last_end_us = max(self.last_end_us, int(max(ends) * 1e6))
 
     def close(self) -> None:
         if self.handle is None:
@@ -82,6 +128,8 @@ class StepRecorder:
         self.wake = threading.Event()
         self.thread: Optional[threading.Thread] = None
         self.closed = False
+        self.intervals: dict[tuple[str, str], _Interval] = {}  # (kind, mode) -> steps past the full ones
+        self.stopped: Optional[str] = None  # why the writer stopped (the volume ran short of free space)
         self.tf_trace_on = False
         self.cprofile: Any = None
 
@@ -221,13 +269,65 @@ class StepRecorder:
             records = []
             while self.queue:
                 records.append(self.queue.popleft())
+            if self.stopped is not None:
+                return
+            rotate = final or (self.file.handle is not None and time.monotonic() - self.file.opened_at >= ROTATE_S)
+            kept, summaries = self._bound(records, rotate)
             try:
-                if records:
-                    self.file.write(records)
-                if final or (self.file.handle is not None and time.monotonic() - self.file.opened_at >= ROTATE_S):
+                if (kept or summaries) and not self._room():
+                    return
+                self.file.write(kept, summaries)
+                if rotate:
                     self.file.close()
             except OSError as e:
                 _warn(f"cannot write step events under {self.out}: {e}")
+
+    def _bound(self, records: list[Record], close_all: bool) -> tuple[list[Record], list[tuple]]:
+        """The records kept one by one, and the summaries of the intervals that ended (all, at `close_all`)."""
+        kept: list[Record] = []
+        for record in records:
+            kind, mode, step = record[0], record[1], record[2]
+            if step < FULL_STEPS or (mode == "TRAIN" and self._in_window(step)):
+                kept.append(record)
+            elif kind != EPOCH:
+                interval = self.intervals.get((kind, mode))
+                if interval is None:
+                    self.intervals[(kind, mode)] = _Interval(record)
+                else:
+                    interval.add(record)
+        summaries = []
+        for key, interval in list(self.intervals.items()):
+            if close_all or interval.end - interval.start >= SUMMARY_S:
+                del self.intervals[key]
+                kept.append(interval.longest)
+                if interval.count:
+                    summaries.append(interval.summary(*key))
+        return kept, summaries
+
+    def _in_window(self, step: int) -> bool:
+        return any(w is not None and w.covers(step) for w in (self.settings.detailed, self.settings.python))
+
+    def _room(self) -> bool:
+        """Whether the volume keeps `min_free_mb` free; if not, stop writing for good, and say so once."""
+        try:
+            st = os.statvfs(self.out if self.out.exists() else self.out.parent)
+        except OSError:
+            return True
+        free_mb = st.f_bavail * st.f_frsize / 2**20
+        if free_mb >= self.settings.min_free_mb:
+            return True
+        self.stopped = (f"step events stopped at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}: "
+                        f"{free_mb:.0f} MiB free under {self.out}, below the {self.settings.min_free_mb} MiB kept "
+                        f"for checkpoints and the model")
+        _warn(self.stopped)
+        self.file.close()
+        try:
+            path = stopped_path(self.out, self.node)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"node": self.node, "reason": self.stopped}))
+        except OSError:
+            pass
+        return False
 
     def close(self) -> None:
         """At the program's end: the pending step, the open windows, the last file."""

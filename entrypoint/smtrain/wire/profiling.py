@@ -7,8 +7,9 @@ import json
 from typing import Mapping, NamedTuple, Optional
 
 FRAMEWORK_PROFILER_ENV = "SM_FRAMEWORK_PROFILER"
+DEFAULT_MIN_FREE_MB = 1024
 
-__all__ = ["FRAMEWORK_PROFILER_ENV", "ProfilerSettings", "Window"]
+__all__ = ["DEFAULT_MIN_FREE_MB", "FRAMEWORK_PROFILER_ENV", "ProfilerSettings", "Window"]
 
 
 class Window(NamedTuple):
@@ -38,17 +39,20 @@ class ProfilerSettings(NamedTuple):
     steps: bool = True  # step metrics (framework events)
     detailed: Optional[Window] = None  # a TensorFlow profiler trace of these steps
     python: Optional[Window] = None  # cProfile of these steps
+    min_free_mb: int = DEFAULT_MIN_FREE_MB  # step events stop before the volume has less free
 
     def to_json(self) -> str:
         return json.dumps({"out": self.out, "host": self.host, "steps": self.steps,
                            "detailed": self.detailed.to_list() if self.detailed else None,
-                           "python": self.python.to_list() if self.python else None}, separators=(",", ":"))
+                           "python": self.python.to_list() if self.python else None,
+                           "min_free_mb": self.min_free_mb}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "ProfilerSettings":
         raw = json.loads(text)
         return cls(out=str(raw["out"]), host=str(raw["host"]), steps=bool(raw.get("steps", True)),
-                   detailed=Window.from_list(raw.get("detailed")), python=Window.from_list(raw.get("python")))
+                   detailed=Window.from_list(raw.get("detailed")), python=Window.from_list(raw.get("python")),
+                   min_free_mb=int(raw.get("min_free_mb", DEFAULT_MIN_FREE_MB)))
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> "Optional[ProfilerSettings]":
