@@ -1,10 +1,17 @@
 """Multi-host latencies of `train` on simulated hosts (scripts/cluster.py; needs root).
 
-  launch   all hosts' train started -> every rank running (no TensorFlow import in the rank)
-  job end  the last rank exits -> every host's train has exited
+  launch   all hosts' train started -> every rank running
+  job end  the last rank's process exits -> the master's train, and the last worker's, have exited
+  script end  the same from the last rank's script's last line (its interpreter's exit included)
   failure  a rank on the last worker is SIGKILLed -> every host's train has exited
 
-    /opt/smtrain/venv/bin/python benchmarks/bench_multihost.py [--hosts 2 4 8] [--repeat 3]
+Each is measured with the profiler on (the system monitor and step metrics, the master's report at
+the end: the default) and off (`sagemaker_system_monitor` and `sagemaker_framework_metrics` off).
+`--program timed` (default) runs ranks that import no framework (programs/timed_rank.py: the
+toolkit's own latencies); `--program hvd` a Horovod TensorFlow job of 10 steps
+(programs/hvd_timed.py), whose ranks' interpreter exits (TensorFlow, Horovod, MPI) count too.
+
+    /opt/smtrain/venv/bin/python benchmarks/bench_multihost.py [--hosts 2 4 8] [--repeat 3] [--program timed|hvd]
 
 Anchor (sagemaker-training 4.9.0, measured on simulated hosts by an earlier session): its workers sleep
 30 s after the job and poll every 30 s, so a job end takes >= 30 s to reach every host; a rank
@@ -13,6 +20,7 @@ failing on a worker leaves that worker hanging; a job shorter than its 1 s poll 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -21,10 +29,11 @@ from pathlib import Path
 from figures import print_figures  # benchmarks/figures.py
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from smtrain.common.linux import alive  # noqa: E402
 from tests.harness.cluster import Cluster  # noqa: E402
 
-PROGRAM = Path(__file__).resolve().parent / "programs" / "timed_rank.py"
+PROGRAMS = {"timed": Path(__file__).resolve().parent / "programs" / "timed_rank.py",
+            "hvd": Path(__file__).resolve().parent / "programs" / "hvd_timed.py"}
+PROFILER_OFF = {"sagemaker_system_monitor": "off", "sagemaker_framework_metrics": "off"}
 TRAIN = [str(Path(sys.executable).parent / "train")]
 PER_HOST = 2
 
@@ -33,26 +42,47 @@ def _read_times(cluster: Cluster, pattern: str) -> list[float]:
     return [float(p.read_text()) for h in cluster.hosts for p in (h.ml / "output" / "data").glob(pattern)]
 
 
-def one_run(num_hosts: int, die: bool) -> dict[str, float]:
+def _running(program: bytes) -> bool:
+    """Whether a process (of any simulated host: they share this /proc) is `python <program>` (the
+    rank's program; not its launcher, nor mpirun, which name it too)."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if len(argv) > 1 and argv[1] == program:
+                return True
+    return False
+
+
+def one_run(num_hosts: int, die: bool, program: str, profiler: bool) -> dict[str, float]:
     with Cluster(f"bm{num_hosts}", num_hosts, net=200 + num_hosts) as cluster:
         ranks = num_hosts * PER_HOST
-        hps = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": PER_HOST, "run-for": 1}
+        hps = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": PER_HOST, "run-for": 1,
+               **({} if profiler else PROFILER_OFF)}
         if die:
             hps["die-rank"] = ranks - 1
-        cluster.write_job(hps, program=PROGRAM)
+        cluster.write_job(hps, program=PROGRAMS["timed" if die else program])
         started = time.time()
         cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
-        pids = {h.name: h.train_pid for h in cluster.hosts}
+        # a host has ended when its init has (it lists what is left once train exits: a few ms more);
+        # the last rank has ended when no process runs the program any more
         ended: dict[str, float] = {}
-        deadline = time.monotonic() + 120
+        rank_seen = 0.0
+        program = str(cluster.ml_mount / "code" / "train.py").encode()  # where write_job puts it, on every host
+        deadline = time.monotonic() + 300
         while len(ended) < num_hosts and time.monotonic() < deadline:
             now = time.time()
-            for name, pid in pids.items():
-                if name not in ended and (pid is None or not alive(pid)):
-                    ended[name] = now
+            if _running(program):
+                rank_seen = now
+            for host in cluster.hosts:
+                if host.name not in ended and host.proc is not None and host.proc.poll() is not None:
+                    ended[host.name] = now
             time.sleep(0.002)
         if len(ended) < num_hosts:
-            raise RuntimeError(f"hosts still running after 120 s: {sorted(set(pids) - set(ended))}")
+            raise RuntimeError(f"hosts still running after 300 s: {sorted({h.name for h in cluster.hosts} - set(ended))}")
         starts = _read_times(cluster, "start-*")
         if len(starts) != ranks:
             raise RuntimeError(f"{len(starts)} of {ranks} ranks started")
@@ -61,7 +91,14 @@ def one_run(num_hosts: int, die: bool) -> dict[str, float]:
         if die:
             result["failure"] = last_host - _read_times(cluster, "killed")[0]
         else:
-            result["job_end"] = last_host - max(_read_times(cluster, "end-*"))
+            last_line = max(_read_times(cluster, "end-*"))
+            master = cluster.hosts[0].name
+            worker = max(t for name, t in ended.items() if name != master)
+            result.update(job_end_master=ended[master] - rank_seen, job_end_worker=worker - rank_seen,
+                          script_end_master=ended[master] - last_line, script_end_worker=worker - last_line)
+            report = cluster.hosts[0].ml / "output" / "data" / "profiler-report" / "summary.json"
+            if profiler and not report.is_file():
+                raise RuntimeError("the master wrote no profiler report")
         return result
 
 
@@ -69,19 +106,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--hosts", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--program", choices=sorted(PROGRAMS), default="timed")
     args = parser.parse_args()
-    print(f"{PER_HOST} ranks per host; median of {args.repeat} runs; seconds")
-    print(f"{'hosts':>6}{'launch':>10}{'job end':>10}{'failure':>10}")
+    print(f"{PER_HOST} ranks per host, program {args.program}; median of {args.repeat} runs; seconds")
+    print(f"{'hosts':>6}{'profiler':>10}{'launch':>10}{'end master':>12}{'end worker':>12}{'failure':>10}"
+          f"{'script end master':>19}{'script end worker':>19}")
     figures = {}
     for hosts in args.hosts:
-        runs = [one_run(hosts, die=False) for _ in range(args.repeat)]
-        fails = [one_run(hosts, die=True) for _ in range(args.repeat)]
-        launch = statistics.median(r["launch"] for r in runs)
-        end = statistics.median(r["job_end"] for r in runs)
-        failure = statistics.median(r["failure"] for r in fails)
-        print(f"{hosts:>6}{launch:>10.2f}{end:>10.2f}{failure:>10.2f}")
-        figures.update({f"launch_s_{hosts}_hosts": launch, f"job_end_s_{hosts}_hosts": end,
-                        f"failure_s_{hosts}_hosts": failure})
+        for profiler in (True, False):
+            runs = [one_run(hosts, False, args.program, profiler) for _ in range(args.repeat)]
+            fails = [one_run(hosts, True, args.program, profiler) for _ in range(args.repeat)]
+            got = {key: statistics.median(r[key] for r in runs) for key in
+                   ("launch", "job_end_master", "job_end_worker", "script_end_master", "script_end_worker")}
+            got["failure"] = statistics.median(r["failure"] for r in fails)
+            print(f"{hosts:>6}{'on' if profiler else 'off':>10}{got['launch']:>10.2f}{got['job_end_master']:>12.2f}"
+                  f"{got['job_end_worker']:>12.2f}{got['failure']:>10.2f}{got['script_end_master']:>19.2f}"
+                  f"{got['script_end_worker']:>19.2f}", flush=True)
+            suffix = f"{hosts}_hosts" + ("" if profiler else "_profiler_off")
+            figures.update({f"{key}_s_{suffix}": value for key, value in got.items()})
     print("anchor, sagemaker-training 4.9.0: job end >= 30 s on every worker (sleep 30, then 30 s polls);"
           " a rank failing on a worker: that worker hangs")
     print_figures(figures)

@@ -232,7 +232,7 @@ print(f"ended {time.time():.3f}", flush=True)
 
 def test_a_million_steps_keep_a_bounded_file_and_a_report_in_time(tmp_path: Path) -> None:
     """A million synthetic steps on one rank through the real `train`: at most the documented bound on
-    disk (the first 2,000 steps one by one, then summaries: ~0.65 MB and ~0.3 MB an hour), every step
+    disk (the first 2,000 steps one by one, then summaries: ~0.5 MB, then ~0.31 MB an hour), every step
     counted in the report, written within 2 s of the program's end, and smdebug's readers load it."""
     tree = make_tree(tmp_path / "ml")
     tree.write_program("train.py", MILLION)
@@ -242,7 +242,7 @@ def test_a_million_steps_keep_a_bounded_file_and_a_report_in_time(tmp_path: Path
     ended = float(re.search(rb"ended (\d+\.\d+)", done.stdout).group(1))
     framework = tree.base / "output" / "profiler" / "framework"
     kept = sum(p.stat().st_size for p in framework.rglob("*") if p.is_file())
-    assert kept <= 0.65e6 + 0.3e6 * (exited - ended + 3600) / 3600, kept
+    assert kept <= 0.55e6 + 0.35e6, kept  # a job of seconds: less than an hour's summaries
     assert summary(tree)["ranks"]["0-algo-1"]["steps"]["TRAIN"] == 1_000_000
     print(f"kept {kept} bytes; train exited {exited - ended:.2f} s after the program's last line")
     assert exited - ended < 2.0 + 1.0, exited - ended  # the report's end bound, with a busy machine's second

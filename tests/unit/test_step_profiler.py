@@ -176,29 +176,30 @@ def test_the_recorder_numbers_steps_measures_gaps_and_closes_its_file(tmp_path: 
 def _fast_steps(recorder: StepRecorder, steps: int, step_s: float = 0.001, gap_s: float = 0.0001,
                 start: float = 1000.0, slow_every: int = 0) -> float:
     """`steps` training steps of `step_s` (every `slow_every`-th 20 times longer), written as the writer
-    would (a flush a simulated second); returns the end."""
-    t = start
+    would (a flush a simulated second, a new file a simulated minute); returns the end."""
+    now = [start]
+    recorder.clock = lambda: now[0]
     per_flush = max(1, int(1.0 / (step_s + gap_s)))
     for i in range(steps):
-        t += gap_s
+        now[0] += gap_s
         length = step_s * (20 if slow_every and i % slow_every == slow_every - 1 else 1)
-        recorder.add_step("TRAIN", t, t + length)
-        t += length
+        recorder.add_step("TRAIN", now[0], now[0] + length)
+        now[0] += length
         if i % per_flush == 0:
             recorder.flush()
-    return t
+    return now[0]
 
 
 def test_a_million_fast_steps_keep_a_bounded_file_and_every_count(tmp_path: Path) -> None:
-    """The documented bound: each mode's first FULL_STEPS steps one by one (~0.6 MB), then at most
-    ~0.3 MB an hour of summaries, whatever the step rate; the report's statistics from what is kept."""
+    """The documented bound: each mode's first FULL_STEPS steps one by one (~0.5 MB), then at most
+    ~0.31 MB an hour of summaries, whatever the step rate; the report's statistics from what is kept."""
     recorder = StepRecorder(ProfilerSettings(str(tmp_path), "algo-1", min_free_mb=0), rank=0)
     recorder.thread = object()  # no writer thread: this test flushes as the writer would
     end = _fast_steps(recorder, 1_000_000, slow_every=1000)
     recorder.close()
     hours = (end - 1000.0) / 3600
     kept = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
-    assert kept <= 0.65e6 + 0.3e6 * hours, (kept, hours)
+    assert kept <= 0.55e6 + 0.35e6 * hours, (kept, hours)
     events = list(read_folder([tmp_path]))
     summaries = [e for e in events if isinstance(e, StepSummary)]
     assert summaries and all(s.end - s.start <= SUMMARY_S + 1 for s in summaries)
@@ -270,3 +271,17 @@ def test_the_free_space_margin_is_a_setting() -> None:
     assert profiling_of({}, {}, {}, "hp", "p").min_free_mb == 1024
     with pytest.raises(ConfigError, match=r"sagemaker_profiler_min_free_mb \(or SM_PROFILER_MIN_FREE_MB\) must be"):
         profiling_of({"sagemaker_profiler_min_free_mb": "lots"}, {}, {}, "hyperparameters.json", "p")
+
+
+def test_the_start_up_hook_watches_every_module_the_hooks_patch() -> None:
+    """The start-up hook names the patched modules itself (importing the hooks would cost every program's
+    start-up); the two lists must agree."""
+    import ast
+
+    from smtrain.profiler.hooks import PATCHES
+    from smtrain.rank.launcher import STARTUP_HOOK
+
+    tree = ast.parse((Path(STARTUP_HOOK) / "sitecustomize.py").read_text())
+    (names,) = [ast.literal_eval(node.value) for node in tree.body
+                if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "PROFILED_MODULES"]
+    assert set(names) == set(PATCHES)

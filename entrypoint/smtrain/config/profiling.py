@@ -16,7 +16,6 @@ step metrics off.
 """
 from __future__ import annotations
 
-import ast
 from typing import Any, Mapping, NamedTuple, Optional
 
 from ..errors import ConfigError
@@ -44,6 +43,8 @@ def _file_window(parameters: Mapping[str, Any], field: str, where: str) -> Optio
     raw = parameters.get(field.lower())
     if raw in (None, "", {}):
         return None
+    import ast  # only for a profilerconfig.json that asks for a window
+
     try:
         value = _lower_keys(ast.literal_eval(raw) if isinstance(raw, str) else raw)
     except (ValueError, SyntaxError):

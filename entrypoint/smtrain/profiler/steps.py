@@ -7,10 +7,11 @@ every FLUSH_S seconds and closes a file every ROTATE_S seconds; the program's ex
 Should the program be killed, the open file (`.tmp`) holds what was flushed, and the report reads it.
 
 Bounded: each mode's first FULL_STEPS steps, and the steps of the profiling windows, are kept one by
-one; past them the writer folds steps into one summary per SUMMARY_S seconds and kind (smtrain.
-profiler.events.StepSummary), keeping each interval's longest step and gap as events of their own.
-Epochs past the first FULL_STEPS steps are not kept. A rank so keeps about 0.6 MB for its first steps
-of a mode and then at most about 0.3 MB an hour, whatever its step rate (tests/unit/test_step_profiler.py).
+one; past them each step is folded as it ends (about 2 us) into one summary per SUMMARY_S seconds and
+kind (smtrain.profiler.events.StepSummary), which the writer writes, keeping each interval's longest
+step and gap as events of their own.
+Epochs past the first FULL_STEPS steps are not kept. A rank so keeps about 0.5 MB for its first steps
+of a mode and then about 0.31 MB an hour for each mode it runs, whatever its step rate (tests/unit/test_step_profiler.py).
 The writer also keeps `min_free_mb` free on the profiler's volume (for checkpoints and the model): below
 that it stops writing, says so once on stderr and leaves a note (`<node>_stopped.json`) for the report.
 """
@@ -50,16 +51,17 @@ class _Interval:
         self.longest: Record = record
 
     def add(self, record: Record) -> None:
-        self.last, self.end = max(self.last, record[2]), max(self.end, record[4])
-        self.start = min(self.start, record[3])
-        if record[4] - record[3] > self.longest[4] - self.longest[3]:
-            record, self.longest = self.longest, record
-        self._fold(record[4] - record[3])
-
-    def _fold(self, seconds: float) -> None:
+        self.last, self.end = record[2], record[4]  # records come in order
+        longest = self.longest
+        if record[4] - record[3] > longest[4] - longest[3]:
+            record, self.longest = longest, record
+        seconds = record[4] - record[3]
         self.count += 1
         self.total += seconds
-        self.low, self.high = min(self.low, seconds), max(self.high, seconds)
+        if seconds < self.low:
+            self.low = seconds
+        if seconds > self.high:
+            self.high = seconds
         index = bin_of(seconds * 1e3)
         self.bins[index] = self.bins.get(index, 0) + 1
 
@@ -75,11 +77,11 @@ class _File:
         self.out, self.node = out, node
         self.handle: Any = None
         self.base_us = 0  # the file's start time: its events' `ts` count from it
-        self.opened_at = 0.0
+        self.opened_at = 0.0  # the recorder's clock when the file was opened
         self.last_end_us = 0
         self.pids: dict[str, int] = {}
 
-    def write(self, records: list[Record], summaries: list[tuple] = ()) -> None:
+    def write(self, records: list[Record], summaries: list[tuple], now: float) -> None:
         starts = [r[3] for r in records] + [s[4] for s in summaries]
         if not starts:
             return
@@ -89,7 +91,7 @@ class _File:
             base_us = int(min(starts) * 1e6)
             self.handle = open(path, "w", encoding="utf-8")
             self.handle.write(file_header(base_us))
-            self.base_us, self.opened_at, self.pids = base_us, time.monotonic(), {}
+            self.base_us, self.opened_at, self.pids = base_us, now, {}
         self.handle.write(to_lines(records, self.base_us, self.pids, os.getpid())
                           + summary_lines(summaries, self.base_us, self.pids, os.getpid()))
         self.handle.flush()
@@ -129,6 +131,7 @@ class StepRecorder:
         self.thread: Optional[threading.Thread] = None
         self.closed = False
         self.intervals: dict[tuple[str, str], _Interval] = {}  # (kind, mode) -> steps past the full ones
+        self.fold_lock = threading.Lock()  # the program's thread folds into intervals, the writer closes them
         self.stopped: Optional[str] = None  # why the writer stopped (the volume ran short of free space)
         self.tf_trace_on = False
         self.cprofile: Any = None
@@ -154,9 +157,15 @@ class StepRecorder:
     def _emit(self, mode: str, step: int, start: float, end: float) -> None:
         last = self.last_end.get(mode)
         if self.settings.steps:  # else only counted, for the windows
-            if last is not None and start >= last:
-                self.queue.append((BETWEEN, mode, step, last, start))
-            self.queue.append((STEP, mode, step, start, end))
+            if step < FULL_STEPS or (mode == "TRAIN" and self._in_window(step)):
+                if last is not None and start >= last:
+                    self.queue.append((BETWEEN, mode, step, last, start))
+                self.queue.append((STEP, mode, step, start, end))
+            else:  # folded here: a writer that fell behind a fast loop would leave the program's exit a backlog
+                with self.fold_lock:
+                    if last is not None and start >= last:
+                        self._fold((BETWEEN, mode, step, last, start))
+                    self._fold((STEP, mode, step, start, end))
         self.last_end[mode] = end
         if mode == "TRAIN":
             self._windows_at_end(step)
@@ -172,7 +181,7 @@ class StepRecorder:
 
     def epoch_end(self, mode: str) -> None:
         first = self.epochs.pop(mode, None)
-        if first is not None and self.settings.steps:
+        if first is not None and self.settings.steps and first[0] < FULL_STEPS:
             self.queue.append((EPOCH, mode, first[0], first[1], self.clock()))
 
     def boundary(self, start: float, end: float, extends: bool) -> None:
@@ -271,37 +280,40 @@ class StepRecorder:
                 records.append(self.queue.popleft())
             if self.stopped is not None:
                 return
-            rotate = final or (self.file.handle is not None and time.monotonic() - self.file.opened_at >= ROTATE_S)
-            kept, summaries = self._bound(records, rotate)
+            now = self.clock()
+            rotate = final or (self.file.handle is not None and now - self.file.opened_at >= ROTATE_S)
+            longest, summaries = self._ended_intervals(rotate)
+            kept = records + longest
             try:
                 if (kept or summaries) and not self._room():
                     return
-                self.file.write(kept, summaries)
+                self.file.write(kept, summaries, now)
                 if rotate:
                     self.file.close()
             except OSError as e:
                 _warn(f"cannot write step events under {self.out}: {e}")
 
-    def _bound(self, records: list[Record], close_all: bool) -> tuple[list[Record], list[tuple]]:
-        """The records kept one by one, and the summaries of the intervals that ended (all, at `close_all`)."""
+    def _fold(self, record: Record) -> None:
+        key = (record[0], record[1])
+        interval = self.intervals.get(key)
+        if interval is None:
+            self.intervals[key] = _Interval(record)
+        else:
+            interval.add(record)
+
+    def _ended_intervals(self, close_all: bool) -> tuple[list[Record], list[tuple]]:
+        """The intervals that ended (all, at `close_all`): their longest records and their summaries."""
         kept: list[Record] = []
-        for record in records:
-            kind, mode, step = record[0], record[1], record[2]
-            if step < FULL_STEPS or (mode == "TRAIN" and self._in_window(step)):
-                kept.append(record)
-            elif kind != EPOCH:
-                interval = self.intervals.get((kind, mode))
-                if interval is None:
-                    self.intervals[(kind, mode)] = _Interval(record)
-                else:
-                    interval.add(record)
         summaries = []
-        for key, interval in list(self.intervals.items()):
-            if close_all or interval.end - interval.start >= SUMMARY_S:
+        with self.fold_lock:
+            ended = [(key, interval) for key, interval in self.intervals.items()
+                     if close_all or interval.end - interval.start >= SUMMARY_S]
+            for key, _ in ended:
                 del self.intervals[key]
-                kept.append(interval.longest)
-                if interval.count:
-                    summaries.append(interval.summary(*key))
+        for key, interval in ended:
+            kept.append(interval.longest)
+            if interval.count:
+                summaries.append(interval.summary(*key))
         return kept, summaries
 
     def _in_window(self, step: int) -> bool:

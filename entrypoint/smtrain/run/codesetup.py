@@ -3,12 +3,14 @@ latter only where boto3 is installed) into the code folder, and install its requ
 from __future__ import annotations
 
 import subprocess
-import tarfile
-import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..common.console import log
 from ..errors import CodeSetupFailed
+
+if TYPE_CHECKING:
+    import tarfile
 
 __all__ = ["fetch_code", "install_requirements"]
 
@@ -29,6 +31,9 @@ def _download_s3(uri: str, dest: Path) -> None:
 
 def fetch_code(source: str, dest: Path) -> None:
     """Unpack the tarball `source` into `dest`, unless `dest` already holds files (as sagemaker-training)."""
+    import tarfile  # here, not at the top: off every other job's start (with tempfile, 3 ms)
+    import tempfile
+
     if dest.is_dir() and any(dest.iterdir()):
         log(f"{dest} already holds code; not unpacking {source}")
         return
@@ -45,9 +50,11 @@ def fetch_code(source: str, dest: Path) -> None:
             raise CodeSetupFailed(f"cannot unpack sagemaker_submit_directory {source} into {dest}: {e}") from None
 
 
-def _extract_safely(archive: tarfile.TarFile, dest: Path) -> None:
+def _extract_safely(archive: "tarfile.TarFile", dest: Path) -> None:
     """Extract without letting a member escape `dest`: tarfile's "data" filter where this Python has
     it (3.11.4+), else the same checks by hand (Debian 12 ships 3.11.2)."""
+    import tarfile
+
     if hasattr(tarfile, "data_filter"):
         archive.extractall(dest, filter="data")
         return

@@ -2,30 +2,34 @@
 this folder first on the program's PYTHONPATH. It
 - tells the stall watchdog (smtrain.progress) when the rank calls Horovod's `init` and when it returns
   from it, so that a rank that never gets to `hvd.init()` while the others wait in it is named;
-- when `train` asks for step profiling (SM_FRAMEWORK_PROFILER), starts the rank's step recorder and
-  patches Keras, tf.function, GradientTape and Horovod's allreduce as each is imported
-  (smtrain.profiler.hooks).
-It imports nothing of the frameworks itself, and then loads the sitecustomize this one shadows, if
-there is one."""
+- when `train` asks for step profiling (SM_FRAMEWORK_PROFILER), starts the rank's step recorder when
+  the program first imports a framework (or smtrain.progress), and patches Keras, tf.function,
+  GradientTape and Horovod's allreduce as each is imported (smtrain.profiler.hooks).
+It imports nothing of the frameworks, nor of smtrain, at start-up (it costs a program under a
+millisecond), and then loads the sitecustomize this one shadows, if there is one."""
 from __future__ import annotations
 
 import importlib
-import importlib.abc
-import importlib.util
 import os
 import sys
-from typing import Any, Callable, Optional, Sequence
 
 _HOROVOD_BASICS = "horovod.common.basics"
+# The modules smtrain.profiler.hooks patches (its PATCHES; tests/unit/test_step_profiler.py checks the
+# two agree), and the helper's hook (smtrain.progress imports it): the first of them to be imported
+# starts the step recorder. A program that imports none of them loads nothing of smtrain's.
+PROFILED_MODULES = ("keras.src.callbacks.callback_list", "tf_keras.src.callbacks",
+                    "tensorflow.python.eager.polymorphic_function.polymorphic_function",
+                    "tensorflow.python.eager.backprop", "horovod.tensorflow")
+_STEP_HOOK = "smtrain.common.stephook"
 
 
-def _count_init(module: Any) -> None:
+def _count_init(module):
     basics_class = getattr(module, "HorovodBasics", None)
     if basics_class is None:
         return
     original = basics_class.init
 
-    def init(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def init(self, *args, **kwargs):
         from smtrain import progress
 
         progress.framework_init(progress.InitPhase.WAITING)  # this rank reached its framework's init
@@ -33,25 +37,26 @@ def _count_init(module: Any) -> None:
         progress.framework_init(progress.InitPhase.DONE)  # ... and every rank did
         return result
 
-    init.__wrapped__ = original  # type: ignore[attr-defined]
+    init.__wrapped__ = original
     basics_class.init = init
 
 
-class _ImportProbe(importlib.abc.MetaPathFinder):
-    """Runs `after[name](module)` once a watched module has executed; leaves once all have."""
+class _ImportProbe:
+    """A meta path finder that runs `after[name](module)` once a watched module has executed, and
+    leaves once all have. (Neither importlib.abc nor importlib.util: they cost the start-up 15 ms.)"""
 
-    def __init__(self, after: dict[str, Callable[[Any], None]]) -> None:
+    def __init__(self, after):
         self.after = after
-        self.busy: set[str] = set()
 
-    def find_spec(self, name: str, path: Optional[Sequence[str]], target: Any = None) -> Any:
-        if name not in self.after or name in self.busy:
+    def find_spec(self, name, path, target=None):
+        if name not in self.after:
             return None
-        self.busy.add(name)
-        try:
-            spec = importlib.util.find_spec(name)  # the normal way
-        finally:
-            self.busy.discard(name)
+        spec = None
+        for finder in sys.meta_path:  # the normal way, less this finder
+            find = getattr(finder, "find_spec", None) if finder is not self else None
+            spec = find(name, path, target) if find is not None else None
+            if spec is not None:
+                break
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
         patch = self.after.pop(name)
@@ -59,41 +64,68 @@ class _ImportProbe(importlib.abc.MetaPathFinder):
             sys.meta_path.remove(self)
         run_module = spec.loader.exec_module
 
-        def exec_module(module: Any) -> None:
+        def exec_module(module):
             run_module(module)
             try:
                 patch(module)
             except Exception as e:  # a framework version whose shape we do not know: measure less, never fail
                 sys.stderr.write(f"[smtrain] cannot hook {name}: {type(e).__name__}: {e}\n")
 
-        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        spec.loader.exec_module = exec_module
         return spec
 
 
-def _step_profiler() -> dict[str, Callable[[Any], None]]:
-    """The step profiler's patches, when `train` asked for it (else none, and nothing imported)."""
-    if not os.environ.get("SM_FRAMEWORK_PROFILER"):
-        return {}
-    from smtrain.wire.profiling import ProfilerSettings
+class _StepProfiler:
+    """Started when the first profiled module is imported: the recorder, its exit hook, the helper's
+    listener; then each module's patch (smtrain.profiler.hooks) as it is imported."""
 
-    settings = ProfilerSettings.from_environ(os.environ)
-    if settings is None or not (settings.steps or settings.detailed or settings.python):
-        return {}
-    # mpirun gives every rank the master's settings: the host is the rank's own (the rank launcher's)
-    settings = settings._replace(host=os.environ.get("SM_CURRENT_HOST") or settings.host)
-    from smtrain.common import stephook
-    from smtrain.profiler import hooks
-    from smtrain.profiler.steps import StepRecorder
+    def __init__(self):
+        self.state = None  # smtrain.profiler.hooks.State, once started
+        self.helper_step = None  # what smtrain.progress.step() calls
+        self.off = False
 
-    rank = os.environ.get("SM_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or "0"
-    recorder = StepRecorder(settings, int(rank) if rank.isdigit() else 0)
-    recorder.register_exit()
-    state = hooks.State(recorder)
-    stephook.listener = hooks.helper_step(state)
-    return {name: (lambda module, patch=patch: patch(module, state)) for name, patch in hooks.PATCHES.items()}
+    def watched(self):
+        """What the probe watches for the step profiler, when `train` asked for it (else nothing)."""
+        if not os.environ.get("SM_FRAMEWORK_PROFILER"):
+            return {}
+        return {name: (lambda module, name=name: self.patch(name, module)) for name in (*PROFILED_MODULES, _STEP_HOOK)}
+
+    def patch(self, name, module):
+        if self.state is None and not self.off:
+            self.start()
+        if self.state is None:
+            return
+        if name == _STEP_HOOK:
+            module.listener = self.helper_step
+            return
+        from smtrain.profiler import hooks
+
+        hooks.PATCHES[name](module, self.state)
+
+    def start(self):
+        try:
+            from smtrain.wire.profiling import ProfilerSettings
+
+            settings = ProfilerSettings.from_environ(os.environ)
+            if settings is None or not (settings.steps or settings.detailed or settings.python):
+                self.off = True
+                return
+            # mpirun gives every rank the master's settings: the host is the rank's own (the rank launcher's)
+            settings = settings._replace(host=os.environ.get("SM_CURRENT_HOST") or settings.host)
+            from smtrain.profiler import hooks
+            from smtrain.profiler.steps import StepRecorder
+
+            rank = os.environ.get("SM_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or "0"
+            recorder = StepRecorder(settings, int(rank) if rank.isdigit() else 0)
+            recorder.register_exit()
+            self.state = hooks.State(recorder)
+            self.helper_step = hooks.helper_step(self.state)
+        except Exception as e:  # never fail the program for its profiling
+            self.off = True
+            sys.stderr.write(f"[smtrain] step profiling is off: {type(e).__name__}: {e}\n")
 
 
-def _load_the_shadowed_sitecustomize() -> None:
+def _load_the_shadowed_sitecustomize():
     here = os.path.dirname(os.path.abspath(__file__))
     ours = sys.modules.pop("sitecustomize", None)
     saved = sys.path[:]
@@ -107,12 +139,8 @@ def _load_the_shadowed_sitecustomize() -> None:
         sys.path[:] = saved
 
 
-def _install() -> None:
-    watched: dict[str, Callable[[Any], None]] = {_HOROVOD_BASICS: _count_init}
-    try:
-        watched.update(_step_profiler())
-    except Exception as e:  # never fail the program for its profiling
-        sys.stderr.write(f"[smtrain] step profiling is off: {type(e).__name__}: {e}\n")
+def _install():
+    watched = {_HOROVOD_BASICS: _count_init, **_StepProfiler().watched()}
     sys.meta_path.insert(0, _ImportProbe(watched))
 
 
