@@ -20,7 +20,6 @@ failing on a worker leaves that worker hanging; a job shorter than its 1 s poll 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -42,21 +41,6 @@ def _read_times(cluster: Cluster, pattern: str) -> list[float]:
     return [float(p.read_text()) for h in cluster.hosts for p in (h.ml / "output" / "data").glob(pattern)]
 
 
-def _running(program: bytes) -> bool:
-    """Whether a process (of any simulated host: they share this /proc) is `python <program>` (the
-    rank's program; not its launcher, nor mpirun, which name it too)."""
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit():
-            try:
-                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
-                    argv = f.read().split(b"\0")
-            except OSError:
-                continue
-            if len(argv) > 1 and argv[1] == program:
-                return True
-    return False
-
-
 def one_run(num_hosts: int, die: bool, program: str, profiler: bool) -> dict[str, float]:
     with Cluster(f"bm{num_hosts}", num_hosts, net=200 + num_hosts) as cluster:
         ranks = num_hosts * PER_HOST
@@ -65,24 +49,12 @@ def one_run(num_hosts: int, die: bool, program: str, profiler: bool) -> dict[str
         if die:
             hps["die-rank"] = ranks - 1
         cluster.write_job(hps, program=PROGRAMS["timed" if die else program])
-        started = time.time()
+        started, started_mono = time.time(), time.monotonic()
         cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
-        # a host has ended when its init has (it lists what is left once train exits: a few ms more);
-        # the last rank has ended when no process runs the program any more
-        ended: dict[str, float] = {}
-        rank_seen = 0.0
-        program = str(cluster.ml_mount / "code" / "train.py").encode()  # where write_job puts it, on every host
-        deadline = time.monotonic() + 300
-        while len(ended) < num_hosts and time.monotonic() < deadline:
-            now = time.time()
-            if _running(program):
-                rank_seen = now
-            for host in cluster.hosts:
-                if host.name not in ended and host.proc is not None and host.proc.poll() is not None:
-                    ended[host.name] = now
-            time.sleep(0.002)
-        if len(ended) < num_hosts:
-            raise RuntimeError(f"hosts still running after 300 s: {sorted({h.name for h in cluster.hosts} - set(ended))}")
+        edges = cluster.wait_timed(300)
+        if len(edges.ended) < num_hosts:
+            raise RuntimeError(f"hosts still running after 300 s: {sorted(set(edges.statuses) - set(edges.ended))}")
+        ended = {name: started + at - started_mono for name, at in edges.ended.items()}  # wall clock
         starts = _read_times(cluster, "start-*")
         if len(starts) != ranks:
             raise RuntimeError(f"{len(starts)} of {ranks} ranks started")
@@ -94,7 +66,8 @@ def one_run(num_hosts: int, die: bool, program: str, profiler: bool) -> dict[str
             last_line = max(_read_times(cluster, "end-*"))
             master = cluster.hosts[0].name
             worker = max(t for name, t in ended.items() if name != master)
-            result.update(job_end_master=ended[master] - rank_seen, job_end_worker=worker - rank_seen,
+            after = edges.after_last_rank()
+            result.update(job_end_master=after[master], job_end_worker=max(t for n, t in after.items() if n != master),
                           script_end_master=ended[master] - last_line, script_end_worker=worker - last_line)
             report = cluster.hosts[0].ml / "output" / "data" / "profiler-report" / "summary.json"
             if profiler and not report.is_file():

@@ -119,7 +119,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10, help="steps per block of ~20-ms steps (x20 for 1-ms steps)")
     parser.add_argument("--blocks", type=int, default=80, help="blocks per run, on and off alternately")
-    parser.add_argument("--width", type=int, default=1664, help="the model's width: ~20 ms a step on a 2-vCPU VM")
+    parser.add_argument("--width", type=int, default=2350, help="the model's width: ~20 ms a step on a 2-vCPU VM")
     parser.add_argument("--width-1ms", type=int, default=320, help="the model's width: ~1 ms a step on a 2-vCPU VM")
     parser.add_argument("--micro", type=int, default=2000, help="calls per block when timing the hooks alone")
     args = parser.parse_args()

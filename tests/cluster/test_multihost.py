@@ -1,6 +1,7 @@
 """Several hosts: real sshd, real mpirun, real Horovod with TensorFlow, on simulated hosts.
 
-Bounds asserted here (README, "Several hosts"): a failing rank ends every host within 10 s; a lost
+Bounds asserted here (README, "Several hosts"): every host ends within 2 s (asserted: 3 s) of the last
+rank's exit, after a good job or a failing rank, which ends every host within 10 s; a lost
 master ends every worker within 5 s (connection closed) - HEARTBEAT_TIMEOUT_S when it goes silent;
 a lost worker ends the master within 15 s; hosts wait SM_PEER_WAIT_SECONDS for peers.
 """
@@ -19,17 +20,25 @@ from tests.harness.logpipe import LogPipe
 
 TRAIN = [str(Path(sys.executable).parent / "train")]
 MPI = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2}
+# Every host's train exits within 2 s of the last rank's exit (benchmarks/bench_multihost.py measures it);
+# asserted with a second more, for a busy machine.
+JOB_END_S = 3.0
 
 
 @pytest.mark.parametrize("program,hosts", [("hvd_custom_loop.py", 2), ("hvd_keras_fit.py", 2),
                                            ("hvd_custom_loop.py", 3), ("hvd_keras_fit.py", 3)])
 def test_horovod_training_ends_with_identical_weights_everywhere(make_cluster, program: str, hosts: int) -> None:
+    """... and every host's train exits within the job-end bound of the last rank's exit, the master
+    with its profiler report written."""
     cluster = make_cluster(hosts)
     cluster.write_job(MPI, program=PROGRAMS / program)
     cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
-    statuses = cluster.wait(240)
+    edges = cluster.wait_timed(240)
     details = {h.name: h.stderr()[-1500:] for h in cluster.hosts}
-    assert statuses == {h.name: 0 for h in cluster.hosts}, details
+    assert edges.statuses == {h.name: 0 for h in cluster.hosts}, details
+    assert edges.last_rank and all(s < JOB_END_S for s in edges.after_last_rank().values()), edges.after_last_rank()
+    report = cluster.hosts[0].ml / "output" / "data" / "profiler-report"
+    assert json.loads((report / "summary.json").read_text())["ranks"] and (report / "profiler-report.html").is_file()
     reports = [json.loads(p.read_text()) for p in wait_for_files(cluster, "weights-*.json", 2 * hosts, 1)]
     assert sorted(r["rank"] for r in reports) == list(range(2 * hosts))
     assert {r["host"] for r in reports} == {h.name for h in cluster.hosts}
@@ -71,10 +80,11 @@ def test_a_crashing_rank_on_a_worker_ends_every_host(make_cluster) -> None:
     cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="30"))
     assert len(wait_for_files(cluster, "running-*", 6, 30)) == 6
     crashed = time.monotonic() + 2  # rank 3 raises 2 s after it started
-    statuses = cluster.wait(30)
-    ended = time.monotonic()
+    edges = cluster.wait_timed(30)
+    statuses = edges.statuses
     assert all(s not in (None, 0) for s in statuses.values()), statuses
-    assert ended - crashed < 10
+    assert max(edges.ended.values()) - crashed < 10
+    assert all(s < JOB_END_S for s in edges.after_last_rank().values()), edges.after_last_rank()
     reason = cluster.hosts[0].failure()
     assert reason is not None and reason.startswith("RuntimeError: ")
     assert "rank 3" in reason and "on host algo-2" in reason and "rank 3 failed on purpose" in reason

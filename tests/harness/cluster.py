@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Optional, Sequence
 
 from smtrain.common.linux import alive
 
@@ -268,6 +268,24 @@ class Cluster:
         deadline = time.monotonic() + timeout
         return {h.name: h.wait(max(0.0, deadline - time.monotonic())) for h in hosts or self.hosts}
 
+    def wait_timed(self, timeout: float, program_name: str = "train.py") -> "JobEdges":
+        """Wait for every host's train (at most `timeout`), noting when each host ended (its init, which
+        lists what is left once train exits: a few ms more) and when the last process running the
+        program (`python <code>/<program_name>`, a rank; not its launcher, nor mpirun) ended."""
+        program = str(self.ml_mount / "code" / program_name).encode()
+        ended: dict[str, float] = {}
+        last_rank = 0.0
+        deadline = time.monotonic() + timeout
+        while len(ended) < len(self.hosts) and time.monotonic() < deadline:
+            now = time.monotonic()
+            if _running(program):
+                last_rank = now
+            for h in self.hosts:
+                if h.name not in ended and h.proc is not None and h.proc.poll() is not None:
+                    ended[h.name] = now
+            time.sleep(0.002)
+        return JobEdges({h.name: h.proc.poll() if h.proc is not None else None for h in self.hosts}, ended, last_rank)
+
     def leftovers(self) -> dict[str, list[str]]:
         return {h.name: h.leftovers() for h in self.hosts if h.leftovers()}
 
@@ -283,6 +301,33 @@ class Cluster:
             _run("ip", "netns", "delete", h.netns, check=False)
         _run("ip", "netns", "delete", self.switch, check=False)
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class JobEdges(NamedTuple):
+    """How a job ended: each host's exit status (None: still running), when each host ended and when
+    the last rank did (time.monotonic(); 0.0: no rank was seen)."""
+
+    statuses: dict[str, Optional[int]]
+    ended: dict[str, float]
+    last_rank: float
+
+    def after_last_rank(self) -> dict[str, float]:
+        """Seconds from the last rank's end to each host's."""
+        return {name: at - self.last_rank for name, at in self.ended.items()}
+
+
+def _running(program: bytes) -> bool:
+    """Whether a process of any simulated host (they share this /proc) is `python <program>`."""
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                    argv = f.read().split(b"\0")
+            except OSError:
+                continue
+            if len(argv) > 1 and argv[1] == program:
+                return True
+    return False
 
 
 def _first_child(pid: int) -> Optional[int]:
