@@ -2,7 +2,8 @@
 
 Measures, interleaved in one run on the same /opt/ml tree and the same tiny program:
   plain     python program.py                 (the floor)
-  train     this toolkit's `train`
+  train     this toolkit's `train` (the profiler on: the default)
+  train-off the same with the profiler off (SM_SYSTEM_MONITOR, SM_FRAMEWORK_METRICS off)
   oracle    sagemaker-training's `train` (5.1.4, requirements/common.txt)
 and prints medians, the overhead over plain python and the ratios.
 
@@ -64,21 +65,24 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "ml"
         env = make_tree(base)
+        off = {**env, "SM_SYSTEM_MONITOR": "off", "SM_FRAMEWORK_METRICS": "off"}
         commands = {
-            "plain": [sys.executable, str(base / "code" / "program.py")],
-            "train": [str(BIN / "train")],
-            "oracle": [sys.executable, "-c", "from sagemaker_training.cli.train import main; main()"],
+            "plain": ([sys.executable, str(base / "code" / "program.py")], env),
+            "train": ([str(BIN / "train")], env),
+            "train-off": ([str(BIN / "train")], off),
+            "oracle": ([sys.executable, "-c", "from sagemaker_training.cli.train import main; main()"], env),
         }
         samples: dict[str, list[float]] = {name: [] for name in commands}
-        for name, argv in commands.items():  # warm the page cache once
-            time_to_first_line(argv, env, base / "code")
+        for name, (argv, variables) in commands.items():  # warm the page cache once
+            time_to_first_line(argv, variables, base / "code")
         for _ in range(args.runs):
-            for name, argv in commands.items():
-                samples[name].append(time_to_first_line(argv, env, base / "code"))
+            for name, (argv, variables) in commands.items():
+                samples[name].append(time_to_first_line(argv, variables, base / "code"))
     median = {name: statistics.median(values) * 1000 for name, values in samples.items()}
     print(f"time from start to the program's first output line, median of {args.runs} runs (ms)")
     print(f"{'launcher':<28}{'median':>9}{'p90':>9}{'over plain':>12}{'ratio':>8}")
-    labels = {"plain": "python program.py", "train": "train (this toolkit)", "oracle": "sagemaker-training 5.1.4"}
+    labels = {"plain": "python program.py", "train": "train (this toolkit)", "train-off": "train, profiler off",
+              "oracle": "sagemaker-training 5.1.4"}
     for name in commands:
         p90 = sorted(samples[name])[int(0.9 * (len(samples[name]) - 1))] * 1000
         print(f"{labels[name]:<28}{median[name]:>9.1f}{p90:>9.1f}{median[name] - median['plain']:>12.1f}"
@@ -86,6 +90,7 @@ def main() -> None:
     print(f"sagemaker-training / train: {median['oracle'] / median['train']:.1f}x")
     print(f"goal: train adds <= 50 ms over plain python: {'met' if median['train'] - median['plain'] <= 50 else 'NOT met'}")
     print_figures({"train_over_plain_ms": median["train"] - median["plain"],
+                   "train_profiler_off_over_plain_ms": median["train-off"] - median["plain"],
                    "oracle_vs_train": median["oracle"] / median["train"]})
 
 

@@ -100,3 +100,11 @@ def test_cpu_bottleneck_says_why_it_could_not_judge() -> None:
 
     short = gpu_host([100.0] * 200, [5.0] * 200, [50.0] * 200)
     assert cpu_bottleneck(short, DEFAULTS["CPUBottleneck"]) == (False, "no more datapoints than the patience (1000)")
+
+
+def test_low_gpu_utilization_says_when_a_job_was_too_short_to_judge() -> None:
+    """Seen on an H200: a 27-s job's 138 samples, none past the patience, were called 'busy and steady'."""
+    results = {r.rule: r for r in evaluate(gpu_host([0.0] * 138, [5.0] * 138, [2.0] * 138))}
+    assert results["LowGPUUtilization"].reason == "no more datapoints than the patience (1000)"
+    results = {r.rule: r for r in evaluate(_series(algo_1__cpu_total__CPUUtilization=[50.0] * 10))}
+    assert results["LowGPUUtilization"].reason == "no GPU samples"

@@ -227,9 +227,7 @@ def test_summaries_round_trip_through_the_trace_format() -> None:
 
 
 def test_steps_in_a_profiling_window_are_kept_one_by_one(tmp_path: Path) -> None:
-    window = Window(5000, 3)
-    recorder = StepRecorder(ProfilerSettings(str(tmp_path), "algo-1", python=None, min_free_mb=0), rank=0)
-    recorder.settings = recorder.settings._replace(detailed=window)
+    recorder = StepRecorder(ProfilerSettings(str(tmp_path), "algo-1", detailed=Window(5000, 3), min_free_mb=0), rank=0)
     recorder.tf_trace_on = True  # as if the trace had started: the test keeps TensorFlow out
     recorder._tf_profiler = lambda start, w: True  # type: ignore[method-assign]
     recorder.thread = object()

@@ -120,10 +120,13 @@ def _aligned(series: Series, keys: list[tuple[str, str, str]], patience: float) 
 
 
 def low_gpu_utilization(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
-    findings = []
+    findings, judged, seen = [], 0, 0
     for host in hosts(series):
         for gpu in gpus(series, host):
-            for w in _windows(_values(series, host, gpu, "GPUUtilization", p["patience"]), p["window"]):
+            seen += 1
+            windows = _windows(_values(series, host, gpu, "GPUUtilization", p["patience"]), p["window"])
+            judged += bool(windows)
+            for w in windows:
                 p95, p5 = percentile(w, 95), percentile(w, 5)
                 if p95 < p["threshold_p95"]:
                     findings.append(f"{host} {gpu}: p95 {p95:.0f}% < {p['threshold_p95']:g}% (underused)")
@@ -131,7 +134,11 @@ def low_gpu_utilization(series: Series, p: Mapping[str, float]) -> tuple[bool, s
                 if p5 < p["threshold_p5"]:
                     findings.append(f"{host} {gpu}: p95 {p95:.0f}% but p5 {p5:.0f}% < {p['threshold_p5']:g}% (fluctuating)")
                     break
-    return bool(findings), "; ".join(findings) or "every GPU busy and steady"
+    if findings:
+        return True, "; ".join(findings)
+    if not judged:  # a short job: nothing past the patience, so nothing is known (not "busy")
+        return False, f"no more datapoints than the patience ({p['patience']:g})" if seen else "no GPU samples"
+    return False, "every GPU busy and steady"
 
 
 def cpu_bottleneck(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:

@@ -9,11 +9,11 @@ Should the program be killed, the open file (`.tmp`) holds what was flushed, and
 Bounded: each mode's first FULL_STEPS steps, and the steps of the profiling windows, are kept one by
 one; past them each step is folded as it ends (about 2 us) into one summary per SUMMARY_S seconds and
 kind (smtrain.profiler.events.StepSummary), which the writer writes, keeping each interval's longest
-step and gap as events of their own.
-Epochs past the first FULL_STEPS steps are not kept. A rank so keeps about 0.5 MB for its first steps
-of a mode and then about 0.31 MB an hour for each mode it runs, whatever its step rate (tests/unit/test_step_profiler.py).
-The writer also keeps `min_free_mb` free on the profiler's volume (for checkpoints and the model): below
-that it stops writing, says so once on stderr and leaves a note (`<node>_stopped.json`) for the report.
+step and gap as events of their own; epochs past the first FULL_STEPS steps are not kept. A rank so
+keeps about 0.5 MB for its first steps of a mode and then about 0.31 MB an hour for each mode it runs,
+whatever its step rate (tests/unit/test_step_profiler.py). The writer also keeps `min_free_mb` free on
+the profiler's volume (for checkpoints and the model): below that it stops writing, says so once on
+stderr and leaves a note (`<node>_stopped.json`) for the report.
 """
 from __future__ import annotations
 
@@ -132,6 +132,7 @@ class StepRecorder:
         self.closed = False
         self.intervals: dict[tuple[str, str], _Interval] = {}  # (kind, mode) -> steps past the full ones
         self.fold_lock = threading.Lock()  # the program's thread folds into intervals, the writer closes them
+        self.windows = tuple(w for w in (settings.detailed, settings.python) if w is not None)  # kept whole
         self.stopped: Optional[str] = None  # why the writer stopped (the volume ran short of free space)
         self.tf_trace_on = False
         self.cprofile: Any = None
@@ -317,7 +318,10 @@ class StepRecorder:
         return kept, summaries
 
     def _in_window(self, step: int) -> bool:
-        return any(w is not None and w.covers(step) for w in (self.settings.detailed, self.settings.python))
+        for window in self.windows:
+            if window.covers(step):
+                return True
+        return False
 
     def _room(self) -> bool:
         """Whether the volume keeps `min_free_mb` free; if not, stop writing for good, and say so once."""
@@ -361,7 +365,9 @@ class StepRecorder:
     def _forked(self) -> None:
         """A forked child is not this rank: it records nothing and leaves the parent's file alone."""
         self.closed = True
+        self.settings = self.settings._replace(steps=False)
         self.queue = collections.deque(maxlen=0)
+        self.intervals, self.fold_lock = {}, threading.Lock()  # the parent's writer may have held it
         self.file = _File(self.out, f"{self.node}-child{os.getpid()}")
 
 

@@ -82,7 +82,7 @@ class _StepProfiler:
     def __init__(self):
         self.state = None  # smtrain.profiler.hooks.State, once started
         self.helper_step = None  # what smtrain.progress.step() calls
-        self.off = False
+        self.tried = False  # started once (or failed to), at the first watched import
 
     def watched(self):
         """What the probe watches for the step profiler, when `train` asked for it (else nothing)."""
@@ -91,7 +91,8 @@ class _StepProfiler:
         return {name: (lambda module, name=name: self.patch(name, module)) for name in (*PROFILED_MODULES, _STEP_HOOK)}
 
     def patch(self, name, module):
-        if self.state is None and not self.off:
+        if not self.tried:
+            self.tried = True  # before starting: a watched module imported meanwhile does not start it again
             self.start()
         if self.state is None:
             return
@@ -108,7 +109,6 @@ class _StepProfiler:
 
             settings = ProfilerSettings.from_environ(os.environ)
             if settings is None or not (settings.steps or settings.detailed or settings.python):
-                self.off = True
                 return
             # mpirun gives every rank the master's settings: the host is the rank's own (the rank launcher's)
             settings = settings._replace(host=os.environ.get("SM_CURRENT_HOST") or settings.host)
@@ -121,7 +121,6 @@ class _StepProfiler:
             self.state = hooks.State(recorder)
             self.helper_step = hooks.helper_step(self.state)
         except Exception as e:  # never fail the program for its profiling
-            self.off = True
             sys.stderr.write(f"[smtrain] step profiling is off: {type(e).__name__}: {e}\n")
 
 
