@@ -16,10 +16,10 @@ named "Step" so that smdebug's pandas helpers do not count it as a training phas
 
 Past a rank's first `FULL_STEPS` steps of a mode (and outside the configured profiling windows), steps
 are kept as summaries instead (smtrain.profiler.steps): one `Summary:ModeKeys.<mode>` (steps) or
-`BetweenSummary:ModeKeys.<mode>` (gaps) event per interval spanning it, whose args hold the count, the summed,
-shortest and longest durations and a histogram (`bins`: ms at a bin's centre -> count, bins 2^(1/8)
-wide), while the interval's longest step stays a step event of its own. So a rank keeps a bounded
-number of bytes per hour whatever its step rate.
+`BetweenSummary:ModeKeys.<mode>` (gaps) event per interval spanning it, whose args hold the count,
+the summed, shortest and longest durations and a histogram (`bins`: ms at a bin's centre -> count,
+bins 2^(1/8) wide), while the interval's longest step stays a step event of its own. So a rank keeps
+a bounded number of bytes per hour whatever its step rate.
 
 Written as `<profiler>/framework/<node>_pythontimeline.json.tmp` while open (one line per event,
 flushed every second), renamed to `<profiler>/framework/pevents/<YYYYMMDDHH>/<end_us>_<node>_pythontimeline.json`
@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator, NamedTuple, Optional
 
 __all__ = ["BETWEEN", "EPOCH", "FULL_STEPS", "MODES", "STEP", "StepEvent", "StepSummary", "bin_centre_ms", "bin_of",
-           "file_header", "final_path", "node_id", "parse", "read_folder", "stopped_path", "summary_lines", "temp_path", "to_lines",
-           "trace_objects"]
+           "file_header", "final_path", "node_id", "parse", "rank_of", "read_folder", "stopped_path", "summary_lines",
+           "temp_path", "to_lines", "trace_objects"]
 
 STEP = "Step"
 BETWEEN = "Between"
@@ -73,7 +73,7 @@ class StepEvent(NamedTuple):
 
     @property
     def rank(self) -> int:
-        return _rank_of(self.node)
+        return rank_of(self.node)
 
 
 class StepSummary(NamedTuple):
@@ -95,10 +95,11 @@ class StepSummary(NamedTuple):
 
     @property
     def rank(self) -> int:
-        return _rank_of(self.node)
+        return rank_of(self.node)
 
 
-def _rank_of(node: str) -> int:
+def rank_of(node: str) -> int:
+    """The rank in a node id (`<rank>-<host>`); -1 where it holds none."""
     head = node.split("-", 1)[0]
     return int(head) if head.isdigit() else -1
 

@@ -22,7 +22,7 @@ import math
 import statistics
 from typing import Iterable, Mapping, NamedTuple, Optional, Union
 
-from .events import BETWEEN, STEP, StepEvent, StepSummary
+from .events import BETWEEN, STEP, StepEvent, StepSummary, rank_of
 from .monitor import percentile
 from .rules import RuleResult, run_rules
 from .timeline import TimelineStats
@@ -165,7 +165,7 @@ def rank_stats(events: Iterable[Union[StepEvent, StepSummary]]) -> dict[str, Ran
     for e in events:
         (summaries if isinstance(e, StepSummary) else by_node).setdefault(e.node, []).append(e)
     result = {}
-    for node in sorted(set(by_node) | set(summaries), key=lambda n: (_rank(n), n)):
+    for node in sorted(set(by_node) | set(summaries), key=lambda n: (rank_of(n), n)):
         evs = sorted(by_node.get(node, []), key=lambda e: (e.start, e.kind != BETWEEN))
         sums = summaries.get(node, [])
         steps = [e for e in evs if e.kind == STEP]
@@ -186,11 +186,6 @@ def rank_stats(events: Iterable[Union[StepEvent, StepSummary]]) -> dict[str, Ran
                                  _merge_bins(s for s in sums if s.kind == BETWEEN and s.mode == "TRAIN"),
                                  tuple(e.step for e in train))
     return result
-
-
-def _rank(node: str) -> int:
-    head = node.split("-", 1)[0]
-    return int(head) if head.isdigit() else -1
 
 
 def phases(events: Iterable[Union[StepEvent, StepSummary]], start: float, end: float) -> JobPhases:
