@@ -71,15 +71,18 @@ def test_efa_instances_with_the_device(instance_type: str, rdma: bool) -> None:
     assert ("FI_EFA_USE_DEVICE_RDMA" in command.env) == rdma
     assert ("NCCL_PROTO" in command.env) == (not rdma)
     assert "FI_PROVIDER" in _option(command.argv, "-x")
+    assert command.argv[command.argv.index("btl") + 1] == "^openib"  # libfabric's btl may carry MPI over EFA
 
 
 def test_efa_instance_without_the_device_gets_no_efa_settings() -> None:
     command = _command(instance_type="ml.p4d.24xlarge", network=NET)
     assert "FI_PROVIDER" not in command.env and "FI_PROVIDER" not in _option(command.argv, "-x")
+    assert command.argv[command.argv.index("btl") + 1] == "^openib,ofi"  # its finalize cost every job ~1 s
 
 
 def test_non_efa_instance_never_gets_efa_settings() -> None:
-    assert "FI_PROVIDER" not in _command(instance_type="ml.c5.18xlarge", network=EFA_NET).env
+    command = _command(instance_type="ml.c5.18xlarge", network=EFA_NET)
+    assert "FI_PROVIDER" not in command.env and command.argv[command.argv.index("btl") + 1] == "^openib,ofi"
 
 
 def test_environment_travels_by_name_only() -> None:
