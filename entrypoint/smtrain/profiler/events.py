@@ -138,8 +138,7 @@ def to_lines(records: Iterable[tuple[str, str, int, float, float]], base_us: int
     seen for the first time in this file (`pids`, updated) gets its process_name line first."""
     lines: list[str] = []
     for kind, mode, step, start, end in records:
-        lines.append(_event_line(lines, phase_name(kind, mode), pids, base_us, start, end,
-                                 {"step_num": str(step), "pid": os_pid}))
+        lines += _event_lines(phase_name(kind, mode), pids, base_us, start, end, {"step_num": str(step), "pid": os_pid})
     return "".join(line + ",\n" for line in lines)
 
 
@@ -152,22 +151,23 @@ def summary_lines(summaries: Iterable[tuple[str, str, int, int, float, float, in
         args = {"step_num": str(first), "last_step": last, "count": count, "sum_ms": round(total * 1e3, 3),
                 "min_ms": round(low * 1e3, 4), "max_ms": round(high * 1e3, 4),
                 "bins": {f"{bin_centre_ms(i):.4g}": n for i, n in sorted(bins.items())}, "pid": os_pid}
-        lines.append(_event_line(lines, phase_name(SUMMARY_PHASES[kind], mode), pids, base_us, start, end, args))
+        lines += _event_lines(phase_name(SUMMARY_PHASES[kind], mode), pids, base_us, start, end, args)
     return "".join(line + ",\n" for line in lines)
 
 
-def _event_line(lines: list[str], name: str, pids: dict[str, int], base_us: int, start: float, end: float,
-                args: dict) -> str:
-    """One complete ("X") event; a phase seen for the first time in this file gets its metadata lines
-    appended to `lines` first."""
+def _event_lines(name: str, pids: dict[str, int], base_us: int, start: float, end: float, args: dict) -> list[str]:
+    """One complete ("X") event, after its phase's metadata lines where the phase is new to this file
+    (`pids`, updated)."""
+    lines = []
     pid = pids.get(name)
     if pid is None:
         pid = pids[name] = len(pids) + 1
         lines.append(json.dumps({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}}))
         lines.append(json.dumps({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}}))
     start_us = round(start * 1e6)
-    return json.dumps({"name": name, "pid": pid, "ph": "X", "ts": start_us - base_us,
-                       "dur": max(0, round(end * 1e6) - start_us), "args": args})
+    lines.append(json.dumps({"name": name, "pid": pid, "ph": "X", "ts": start_us - base_us,
+                             "dur": max(0, round(end * 1e6) - start_us), "args": args}))
+    return lines
 
 
 def trace_objects(text: str) -> Iterator[dict]:

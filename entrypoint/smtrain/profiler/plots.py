@@ -117,13 +117,12 @@ def step_histograms(ranks: dict[str, RankStats]) -> Optional[Picture]:
     import numpy
 
     figure, ax = plt.subplots(figsize=(10, 4))
-    values = [v for s in ranks.values() for v in s.step_ms + [ms for ms, _ in s.step_bins] if v > 0]
+    weighted = {node: stats.weighted_steps() for node, stats in ranks.items()}
+    values = [v for steps, _ in weighted.values() for v in steps if v > 0]
     low, high = min(values, default=0.1), max(values, default=1.0)
     bins = numpy.geomspace(low, high * 1.0001, 40) if high > low else 40  # log bins: the first step's tracing is 1000x
-    for node, stats in ranks.items():
-        ax.hist(stats.step_ms + [ms for ms, _ in stats.step_bins], bins=bins, alpha=0.5,
-                weights=[1] * len(stats.step_ms) + [n for _, n in stats.step_bins],
-                label=f"rank {node} ({stats.train_steps} steps)")
+    for node, (steps, weights) in weighted.items():
+        ax.hist(steps, bins=bins, weights=weights, alpha=0.5, label=f"rank {node} ({ranks[node].train_steps} steps)")
     if high > low:
         ax.set_xscale("log")
     ax.set_xlabel("training step duration (ms)")

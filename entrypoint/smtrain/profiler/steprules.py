@@ -78,7 +78,14 @@ class RankStats(NamedTuple):
 
     @property
     def between_count(self) -> int:
+        """Gaps before training steps measured, one by one and summarised."""
         return len(self.between_ms) + sum(n for _, n in self.between_bins)
+
+    def weighted_steps(self, skip: int = 0) -> tuple[list[float], list[int]]:
+        """Training step durations (ms) and their weights: each kept one by one (the first `skip` left
+        out) once, each summary bin's centre as often as the bin counts."""
+        values = self.step_ms[skip:]
+        return values + [ms for ms, _ in self.step_bins], [1] * len(values) + [n for _, n in self.step_bins]
 
     @property
     def median_step_ms(self) -> float:
@@ -200,8 +207,7 @@ def outliers(stats: RankStats, stddev: float, skip: int) -> tuple[list[tuple[int
     """The training steps (number, ms) beyond mean + stddev * sd on one rank; with the mean and sd.
     Steps kept only in summaries count with step number -1 and their bin's duration."""
     values = stats.step_ms[int(skip):]
-    weights = [1] * len(values) + [n for _, n in stats.step_bins]
-    pool = values + [ms for ms, _ in stats.step_bins]
+    pool, weights = stats.weighted_steps(int(skip))
     count = sum(weights)
     if count < 3:
         return [], 0.0, 0.0
