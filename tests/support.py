@@ -5,6 +5,7 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -19,6 +20,7 @@ TRAIN = str(BIN / "train")
 ORACLE = [sys.executable, "-c", "from sagemaker_training.cli.train import main; main()"]
 # smdebug 1.0.34 in an environment of its own (requirements/smdebug.txt; its protobuf 3.20 pin conflicts
 # with TensorFlow's), and the script that reads with it (tests/programs/smdebug_read.py).
+README = Path(__file__).resolve().parent.parent / "README.md"
 SMDEBUG_READ = ["/opt/smtrain/smdebug/bin/python", str(Path(__file__).resolve().parent / "programs" / "smdebug_read.py")]
 
 
@@ -193,3 +195,20 @@ def memory_cgroup(name: str, limit_bytes: int) -> Iterator[Callable[[], None]]:
                 if time.monotonic() > deadline:
                     raise
                 time.sleep(0.1)
+
+
+def documented_variables() -> list[str]:
+    """Every environment variable the README's settings tables document for a job: the `SM_*` and
+    `SMTRAIN_*` names in the first column of each table headed `hyperparameter / variable` or `setting`."""
+    names: list[str] = []
+    in_settings = False
+    for line in README.read_text().splitlines():
+        if not line.startswith("|"):
+            in_settings = False
+            continue
+        first = line.split("|")[1].strip()
+        if first in ("hyperparameter / variable", "setting"):
+            in_settings = True
+        elif in_settings:
+            names += [n for n in re.findall(r"`([A-Z][A-Z0-9_]*)`", first) if n.startswith(("SM_", "SMTRAIN_"))]
+    return sorted(set(names))

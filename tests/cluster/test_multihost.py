@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from smtrain.wire.contract import RANK_CONTRACT_ENV
+
 from tests.cluster.conftest import PROGRAMS, feed_every_host, wait_for_files
 from tests.harness.logpipe import LogPipe
 
@@ -61,16 +63,17 @@ def assert_keras_callbacks_worked(reports: list[dict]) -> None:
         assert lr[1] == pytest.approx(initial, rel=1e-6) and lr[2] == pytest.approx(initial / 2, rel=1e-6), r
 
 
-def test_no_toolkit_variable_reaches_the_ranks_of_a_two_host_job(make_cluster) -> None:
+def test_settings_reach_the_ranks_of_every_host_and_the_rank_contract_does_not(make_cluster) -> None:
     cluster = make_cluster(2)
     cluster.write_job(MPI, program=PROGRAMS / "dump_rank_env.py")
-    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SMTRAIN_SSHD_PORT="22"))
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SMTRAIN_SSHD_PORT="22", SMTRAIN_S3_PART_BYTES="6291456"))
     statuses = cluster.wait(120)
     assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-1500:] for h in cluster.hosts}
     envs = [json.loads(p.read_text()) for p in wait_for_files(cluster, "env-*.json", 4, 5)]
     assert sorted(int(e["SM_RANK"]) for e in envs) == [0, 1, 2, 3]
     assert {e["SM_CURRENT_HOST"] for e in envs} == {"algo-1", "algo-2"}
-    assert [k for e in envs for k in e if k.startswith("SMTRAIN_")] == []
+    assert [RANK_CONTRACT_ENV in e for e in envs] == [False] * 4
+    assert [e.get("SMTRAIN_S3_PART_BYTES") for e in envs] == ["6291456"] * 4  # the worker's ranks too, through mpirun
     assert cluster.leftovers() == {}
 
 

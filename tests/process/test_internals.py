@@ -1,5 +1,5 @@
 """What the toolkit keeps to itself, and how it stops its own processes (real `train`, real mpirun):
-- no SMTRAIN_* variable reaches the program; secrets never appear in toolkit lines or output/failure;
+- every documented setting reaches the program, the rank contract (the control token) does not; secrets never appear in toolkit lines or output/failure;
 - helpers are stopped together against one deadline, even one that ignores SIGTERM;
 - a failure while starting is reported with its own class and code and leaves nothing running;
 - ending what a job left behind reaps every descendant, also those that die while it looks."""
@@ -14,7 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from tests.support import TRAIN, make_tree, processes_mentioning, run_train
+import pytest
+
+from smtrain.wire.contract import RANK_CONTRACT_ENV
+from tests.support import TRAIN, documented_variables, make_tree, processes_mentioning, run_train
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
 MPI_2 = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"}
@@ -32,18 +35,69 @@ def _toolkit_lines(stderr: bytes) -> list[str]:
     return [line for line in stderr.decode().splitlines() if line.startswith("[train")]
 
 
-def test_no_toolkit_variable_reaches_the_ranks_of_a_one_host_mpi_job(tmp_path: Path) -> None:
-    tree = make_tree(tmp_path / "ml", hyperparameters=MPI_2, channels={"train": {"TrainingInputMode": "Pipe"}})
+# A value for every variable the README documents as a job's setting (tests.support.documented_variables),
+# each one that `train` accepts on a one-host job; the program must get each, unchanged.
+SETTINGS = {
+    "SM_GRACE_PERIOD_SECONDS": "100", "SM_PEER_WAIT_SECONDS": "60", "SM_HEARTBEAT_TIMEOUT_SECONDS": "12",
+    "SM_STALL_TIMEOUT_SECONDS": "1700", "SM_PIPE_EMULATION": "off", "SM_SYSTEM_MONITOR": "off",
+    "SM_SYSTEM_MONITOR_INTERVAL_MS": "400", "SM_FRAMEWORK_METRICS": "off", "SM_DETAILED_PROFILING": "off",
+    "SM_PYTHON_PROFILING": "off", "SM_PROFILER_MIN_FREE_MB": "512", "SM_CURRENT_HOST": "algo-1",
+    "SM_HOSTS": '["algo-1"]', "SM_NETWORK_INTERFACE_NAME": "lo", "SM_NUM_CPUS": "2", "SM_NUM_GPUS": "0",
+    "SMTRAIN_SSHD_PORT": "2222", "SMTRAIN_SSHD_CONFIG": "/etc/ssh/sshd_config", "SMTRAIN_MODELTRAINER_DRIVERS": "sdk",
+    "SMTRAIN_S3_FILESYSTEM": "on", "SMTRAIN_S3_READAHEAD_BYTES": "1048576", "SMTRAIN_S3_MULTIPART_THRESHOLD_BYTES": "16777216",
+    "SMTRAIN_S3_PART_BYTES": "6291456", "SMTRAIN_S3_UPLOADS_IN_FLIGHT": "4", "SMTRAIN_NATIVE_PIPES": "0",
+}  # SM_CHECKPOINT_DIR and SM_CONTROL_PORT: set per run below
+
+
+@pytest.fixture(scope="module")
+def mpi_ranks_env(tmp_path_factory) -> tuple[dict, list[dict]]:
+    """One 2-rank MPI job on one host with every documented setting: what was set, what each rank got."""
+    base = tmp_path_factory.mktemp("settings")
+    tree = make_tree(base / "ml", hyperparameters=MPI_2, channels={"train": {"TrainingInputMode": "Pipe"}})
     tree.write_program("train.py", "import json, os\nrank = os.environ['SM_RANK']\n"
                        "json.dump(dict(os.environ), open(os.environ['SM_OUTPUT_DATA_DIR'] + f'/env-{rank}.json', 'w'))\n")
-    done = run_train(tree, env=tree.env(SMTRAIN_SSHD_PORT="2222", SM_SYSTEM_MONITOR="off"), timeout=120)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    given = {**SETTINGS, "SM_CHECKPOINT_DIR": str(base / "checkpoints"), "SM_CONTROL_PORT": str(port),
+             "SMTRAIN_RANK_CONTRACT": "a stale one from an outer job"}
+    done = run_train(tree, env=tree.env(**given), timeout=120)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
-    for rank in (0, 1):
-        env = json.loads((tree.base / "output" / "data" / f"env-{rank}.json").read_text())
-        assert [k for k in env if k.startswith("SMTRAIN_")] == []
+    return given, [json.loads((tree.base / "output" / "data" / f"env-{rank}.json").read_text()) for rank in (0, 1)]
+
+
+def test_every_documented_setting_is_covered_here() -> None:
+    assert sorted([*SETTINGS, "SM_CHECKPOINT_DIR", "SM_CONTROL_PORT"]) == documented_variables()
+
+
+@pytest.mark.parametrize("name", documented_variables())
+def test_a_documented_setting_reaches_every_rank_unchanged(mpi_ranks_env, name: str) -> None:
+    given, ranks = mpi_ranks_env
+    assert [env.get(name) for env in ranks] == [given[name]] * 2
+
+
+def test_only_the_rank_contract_is_kept_from_the_ranks(mpi_ranks_env) -> None:
+    _, ranks = mpi_ranks_env
+    for rank, env in enumerate(ranks):
+        assert RANK_CONTRACT_ENV not in env
         assert env["SM_RANK"] == str(rank) and env["SM_PIPE_TRAIN"].endswith(f"train-{rank}")
         cores_each = str(max(1, (os.cpu_count() or 1) // 2))  # no GPU, 2 ranks: the cores are split
         assert env["OMP_NUM_THREADS"] == env["TF_NUM_INTRAOP_THREADS"] == cores_each
+
+
+def test_the_s3_and_pipe_reader_settings_take_effect_in_the_program(tmp_path: Path) -> None:
+    """The readers of SMTRAIN_S3_FILESYSTEM (the plugin's loader, as TensorFlow is imported) and of
+    SMTRAIN_NATIVE_PIPES (smtrain.pipes) live in the program's process."""
+    tree = make_tree(tmp_path / "ml")
+    tree.write_program("train.py", "import tensorflow as tf\n"
+                       "from smtrain.data.native import native_pipes\n"
+                       "try:\n    tf.io.gfile.exists('s3://bucket/key'); s3 = 'on'\n"
+                       "except tf.errors.UnimplementedError:\n    s3 = 'off'\n"
+                       "print('s3', s3, 'native', native_pipes() is not None, flush=True)\n")
+    done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off", SM_FRAMEWORK_METRICS="off",
+                                        SMTRAIN_S3_FILESYSTEM="off", SMTRAIN_NATIVE_PIPES="0"), timeout=120)
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    assert "s3 off native False" in done.stdout.decode()
 
 
 def test_a_secret_hyperparameter_is_masked_in_toolkit_lines_and_the_failure_file(tmp_path: Path) -> None:

@@ -128,7 +128,7 @@ class LaunchPlan(NamedTuple):
 
     def child_env(self, inherited: Mapping[str, str]) -> dict[str, str]:
         """The program's environment (mpirun's, on the master): what `train` inherited without the
-        toolkit's own variables, plus the plan's."""
+        toolkit's internal ones (the rank contract), plus the plan's."""
         env = without_internals(inherited)
         env.update(self.env_set)
         return env

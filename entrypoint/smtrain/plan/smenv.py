@@ -79,7 +79,7 @@ def training_env(config: TrainingConfig, facts: HostFacts) -> dict[str, Any]:
         "model_dir": str(paths.model_dir),
         "module_dir": str(decoded.get("sagemaker_submit_directory", trainer.submit_dir if trainer else str(paths.code_dir))),
         "module_name": _strip_py(program_env if program_env is not None else str(decoded.get("sagemaker_program"))),
-        "network_interface_name": rc.get("network_interface_name", "eth0"),
+        "network_interface_name": config.resources.network_interface_name or "eth0",  # SM_NETWORK_INTERFACE_NAME wins
         "num_cpus": facts.num_cpus,
         "num_gpus": facts.num_gpus,
         "num_neurons": facts.num_neurons,

@@ -3,8 +3,9 @@ typed value.
 
 It travels to every rank in one environment variable (`RANK_CONTRACT_ENV`), named on mpirun's `-x`
 list so that its value (the control token among it) is on no command line. The rank launcher reads
-it and removes every toolkit variable (`SMTRAIN_*`) before the program starts: the program never
-sees the toolkit's internals.
+it and removes it before the program starts: the program never sees the control token. Every other
+variable, the toolkit's documented settings (`SMTRAIN_S3_*`, `SMTRAIN_NATIVE_PIPES`) among them, reaches
+the program, where the s3:// file system and the Pipe reader read them.
 """
 from __future__ import annotations
 
@@ -14,9 +15,9 @@ from typing import Mapping, NamedTuple, Optional
 from .pipes import PipeAssignment
 
 RANK_CONTRACT_ENV = "SMTRAIN_RANK_CONTRACT"
-INTERNAL_PREFIX = "SMTRAIN_"
+INTERNAL_VARIABLES = frozenset({RANK_CONTRACT_ENV})  # what the program never sees
 
-__all__ = ["INTERNAL_PREFIX", "RANK_CONTRACT_ENV", "RankContract", "without_internals"]
+__all__ = ["INTERNAL_VARIABLES", "RANK_CONTRACT_ENV", "RankContract", "without_internals"]
 
 
 class RankContract(NamedTuple):
@@ -60,5 +61,5 @@ class RankContract(NamedTuple):
 
 
 def without_internals(environ: Mapping[str, str]) -> dict[str, str]:
-    """A copy of `environ` without the toolkit's own variables."""
-    return {k: v for k, v in environ.items() if not k.startswith(INTERNAL_PREFIX)}
+    """A copy of `environ` without the toolkit's internal variables (the rank contract)."""
+    return {k: v for k, v in environ.items() if k not in INTERNAL_VARIABLES}
