@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Sequence
 
 REPO = Path(__file__).resolve().parent.parent.parent
+EXAMPLE = REPO / "examples" / "pipe_horovod"  # the demo job's program and data maker
 BASE_TAG = "smtrain-base:bookworm"
 IMAGE_TAG = "smtrain:cpu"
 
@@ -124,6 +125,15 @@ class ContainerCluster:
     def logs(self, host: str) -> str:
         done = docker("logs", self.container(host), check=False)
         return done.stdout + done.stderr
+
+    def start_demo_job(self, data: Path, env: Optional[Mapping[str, str]] = None, **hps: object) -> None:
+        """The demo job (examples/pipe_horovod): synthetic TFRecords made into `data`, 2 Horovod ranks a
+        host reading them through Pipe mode for 2 epochs, checkpoints; `hps` add hyperparameters."""
+        self.run_once("python", "/example/make_data.py", "/data", mounts=[f"{EXAMPLE}:/example:ro", f"{data}:/data"])
+        self.write_job({"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2, "epochs": 2, **hps},
+                       EXAMPLE / "train.py", {"train": {"TrainingInputMode": "Pipe", "ContentType": "application/x-tfrecord"}})
+        self.feed(data, "train", epochs=2)
+        self.start({"SM_PEER_WAIT_SECONDS": "120", **(env or {})})
 
     def down(self) -> None:
         names = docker("ps", "-aq", "--filter", f"name=^{self.name}-", check=False).stdout.split()

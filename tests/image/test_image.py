@@ -5,16 +5,16 @@ Horovod with Pipe mode and checkpoints (the demo job); the GPU flavour's CUDA, N
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.harness.docker_cluster import REPO, ContainerCluster, docker
-
-EXAMPLE = REPO / "examples" / "pipe_horovod"
 # Each test's own time only: the first one also waits for the session's image build (minutes when the
 # build cache is cold), which is bounded by its own timeout in tests/harness/docker_cluster.py.
 pytestmark = pytest.mark.timeout(300, func_only=True)
@@ -110,26 +110,47 @@ def test_docker_stop_delivers_sigterm_to_the_program(image: str, tmp_path: Path)
         docker("rm", "-f", name, check=False)
 
 
-def _demo_job(cluster: ContainerCluster, data: Path, **hps: object) -> None:
-    cluster.run_once("python", "/example/make_data.py", "/data", mounts=[f"{EXAMPLE}:/example:ro", f"{data}:/data"])
-    cluster.write_job({"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2, "epochs": 2, **hps},
-                      EXAMPLE / "train.py", {"train": {"TrainingInputMode": "Pipe", "ContentType": "application/x-tfrecord"}})
-    cluster.feed(data, "train", epochs=2)
-    cluster.start({"SM_PEER_WAIT_SECONDS": "120", "SM_GRACE_PERIOD_SECONDS": "20"})
+def test_the_demo_trains_two_containers_with_pipe_mode_and_checkpoints_and_keeps_its_output(image: str,
+                                                                                         tmp_path: Path) -> None:
+    """scripts/demo.py as the README runs it (with this image): it keeps each host's folders and log and
+    prints where the report and the model are."""
+    out = tmp_path / "demo"
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / "demo.py"), "--out", str(out), "--image", image],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-3000:]
+    master, worker = (out / "algo-1" / "train.log").read_text(), (out / "algo-2" / "train.log").read_text()
+    assert "epoch=0; loss=" in master and "epoch=1; loss=" in master
+    assert "reading Pipe mode through Python" not in master  # the native reader was used
+    assert "dealt 128 records as [64, 64]" in master and "dealt 128 records as [64, 64]" in worker
+    checkpoints = sorted(p.name for p in (out / "algo-1" / "ml" / "checkpoints").glob("ckpt-*"))
+    assert checkpoints == ["ckpt-000000000001", "ckpt-000000000002"]
+    printed = dict(line[len("demo: "):].split(": ", 1) for line in done.stdout.splitlines()
+                   if line.startswith("demo: ") and ": /" in line[len("demo: "):])
+    report, model = Path(printed["profiler report"]), Path(printed["model"])
+    assert report == out / "algo-1" / "ml" / "output" / "data" / "profiler-report" / "profiler-report.html"
+    assert model == out / "algo-1" / "ml" / "model" / "model.keras"
+    assert report.stat().st_size > 10_000 and model.stat().st_size > 1_000
 
 
-def test_two_containers_train_with_pipe_mode_and_checkpoints(image: str, tmp_path: Path) -> None:
-    with ContainerCluster("smtrain-it", 2, tmp_path, image) as cluster:
-        _demo_job(cluster, tmp_path / "data")
-        statuses = cluster.wait(600)
-        assert statuses == {"algo-1": 0, "algo-2": 0}, cluster.logs("algo-1")[-3000:]
-        master = cluster.logs("algo-1")
-        assert "epoch=0; loss=" in master and "epoch=1; loss=" in master
-        assert "reading Pipe mode through Python" not in master  # the native reader was used
-        assert "dealt 128 records as [64, 64]" in master and "dealt 128 records as [64, 64]" in cluster.logs("algo-2")
-        checkpoints = sorted(p.name for p in (cluster.ml("algo-1") / "checkpoints").glob("ckpt-*"))
-        assert checkpoints == ["ckpt-000000000001", "ckpt-000000000002"]
-        assert (cluster.ml("algo-1") / "model" / "model.keras").exists()
+def _quick_start_commands() -> tuple[list[str], list[str]]:
+    """The README's quick-start commands ("3. Run it") and the last lines it shows them printing."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("### 3. Run it"):text.index("### Next")]
+    blocks = [[line[4:] for line in block.splitlines()] for block in re.findall(r"((?:^    .*\n)+)", section, re.M)]
+    return blocks[0], blocks[1]
+
+
+def test_the_readmes_quick_start_runs_as_written(image: str, tmp_path: Path) -> None:
+    """In a fresh folder with the checkout's examples/, the image under test standing for smtrain:cpu."""
+    commands, shown = _quick_start_commands()
+    (tmp_path / "examples").symlink_to(REPO / "examples")
+    script = "set -e\n" + "\n".join(commands).replace("smtrain:cpu", shlex.quote(image))
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stderr.splitlines()[-1] == shown[-1] == "[train] the program succeeded"
+    assert re.search(r"^epoch=1; loss=[0-9.]+;$", done.stdout, re.M), done.stdout
+    report = tmp_path / "ml" / "output" / "data" / "profiler-report" / "profiler-report.html"
+    assert (tmp_path / "ml" / "model" / "model.keras").is_file() and report.is_file()
 
 
 OOM_RANK = """import sys, time
@@ -167,7 +188,7 @@ def test_an_oom_killed_horovod_rank_is_named_out_of_memory_on_every_host(image: 
 
 def test_a_failing_rank_makes_both_containers_exit_non_zero(image: str, tmp_path: Path) -> None:
     with ContainerCluster("smtrain-it", 2, tmp_path, image) as cluster:
-        _demo_job(cluster, tmp_path / "data", **{"fail-rank": 3})
+        cluster.start_demo_job(tmp_path / "data", {"SM_GRACE_PERIOD_SECONDS": "20"}, **{"fail-rank": 3})
         statuses = cluster.wait(300)
         assert all(s not in (None, 0) for s in statuses.values()), statuses
         failure = (cluster.ml("algo-1") / "output" / "failure").read_text()

@@ -46,5 +46,5 @@ def test_every_flavour_is_tagged_with_version_and_commit_tested_then_pushed() ->
         assert f'SMTRAIN_IMAGE="$IMAGE:$TAG-{flavour}-$COMMIT" python3 -m pytest' in build
         assert {f'docker push "$IMAGE:$TAG-{flavour}-$COMMIT"', f'docker push "$IMAGE:$TAG-{flavour}"'} <= pushes
     assert len(pushes) == 2 * len(flavours)
-    # the tag names the package's version and TensorFlow's (requirements/tensorflow-version): 0.3.1-tf2.21.0-cpu
+    # the tag names the package's version and TensorFlow's (requirements/tensorflow-version): 0.3.2-tf2.21.0-cpu
     assert 'TAG="$VERSION-tf$(tr -d \'[:space:]\' < requirements/tensorflow-version)"' in _commands("pre_build")

@@ -152,7 +152,7 @@ def test_every_module_lists_its_public_names_in_a_static_all_and_each_exists() -
 
 
 # -- names in docs, docstrings and comments -----------------------------------------------------------------
-TEXT_FILES = [REPO / "README.md", REPO / "CHANGELOG.md",
+TEXT_FILES = [REPO / "README.md", REPO / "CHANGELOG.md", REPO / "CONTRIBUTING.md",
               *sorted(p for folder in ("entrypoint", "tests", "benchmarks", "scripts", "examples", "docker", "docs")
                       for p in (REPO / folder).rglob("*") if p.suffix in (".py", ".sh", ".md", ".cc") and "__pycache__" not in p.parts),
               REPO / "native" / "pipe_dataset.cc", REPO / "Dockerfile", REPO / "buildspec.yml"]
@@ -209,7 +209,7 @@ def test_every_module_or_name_of_the_package_named_in_docs_exists() -> None:
 
 
 # -- links between the documents --------------------------------------------------------------------------------
-DOCUMENTS = [REPO / "README.md", REPO / "CHANGELOG.md", REPO / "benchmarks" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCUMENTS = [REPO / "README.md", REPO / "CHANGELOG.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks" / "README.md", *sorted((REPO / "docs").glob("*.md"))]
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 

@@ -1,0 +1,63 @@
+"""The documents against the code: the README's settings are the ones the code reads, its minimal
+script is the example's, the changelog keeps its form, and no document carries a run diary. (Links,
+paths and module names in the documents: tests/static/test_layers.py; that every documented setting
+reaches the program under `train`: tests/process/test_internals.py; the README's quick start run as
+written on the image: tests/image/test_image.py.)"""
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+from tests.support import README, documented_variables
+
+REPO = Path(__file__).resolve().parent.parent.parent
+USER_DOCUMENTS = [README, REPO / "CHANGELOG.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks" / "README.md",
+                  *sorted((REPO / "docs").glob("*.md"))]
+SETTING = re.compile(r"\"((?:SM|SMTRAIN)_[A-Z0-9_]+)\"")
+
+
+def _source(*globs: str) -> str:
+    return "\n".join(p.read_text(encoding="utf-8") for g in globs for p in sorted(REPO.glob(g)))
+
+
+def test_every_setting_the_code_reads_is_documented_and_every_documented_one_is_read() -> None:
+    # where job settings are read: config/, Pipe emulation's and the native reader's switches, the s3:// plugin
+    read = set(SETTING.findall(_source("entrypoint/smtrain/config/*.py", "entrypoint/smtrain/plan/localmode.py",
+                                       "entrypoint/smtrain/data/native.py")))
+    read |= {n for n in SETTING.findall(_source("native/s3/**/*.cc")) if n.startswith("SMTRAIN_")}
+    assert read - set(documented_variables()) == set(), "settings the code reads that the README does not document"
+    everywhere = _source("entrypoint/**/*.py", "native/**/*.cc", "docker/*")
+    unread = [n for n in documented_variables() if n not in everywhere]
+    assert unread == [], f"settings the README documents that no code reads: {unread}"
+
+
+def test_the_readmes_minimal_script_is_the_example() -> None:
+    text = README.read_text(encoding="utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+    assert (REPO / "examples" / "minimal" / "train.py").read_text(encoding="utf-8") in blocks
+
+
+# Run histories, CI tallies and what was tried belong in an issue's note, not in the documents.
+DIARY = re.compile(r"\b(?:this|the previous|an earlier|a later) session\b|\bissue \d+|\bin a probe\b|\ba probe\b|"
+                   r"\bnot kept\b|\bci-local\b|\bclean[- ]clone\b|\b\d+ passed\b|\blent to this\b|\bthe lease\b|"
+                   r"\bthe test machine\b|\bCI runs?\b", re.I)
+
+
+def test_no_document_carries_a_run_diary() -> None:
+    found = [f"{p.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
+             for p in USER_DOCUMENTS for text in [p.read_text(encoding="utf-8")] for m in DIARY.finditer(text)]
+    assert found == [], "\n".join(found)
+
+
+def test_the_changelog_keeps_a_changelogs_form_and_names_this_version() -> None:
+    text = (REPO / "CHANGELOG.md").read_text(encoding="utf-8")
+    versions = re.findall(r"^## \[(.+?)\](?: - (\d{4}-\d{2}-\d{2}))?$", text, re.M)
+    assert versions[0] == ("Unreleased", "")
+    assert all(re.fullmatch(r"\d+\.\d+\.\d+", v) and date for v, date in versions[1:]), versions
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    assert versions[1][0] == project
+    kinds = set(re.findall(r"^### (.+)$", text, re.M))
+    assert kinds <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}, kinds
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    assert len(headings) == len(versions), headings  # no other second-level headings (no test runs)
