@@ -1,4 +1,4 @@
-"""Toolkit errors, failure kinds and the exit codes `train` uses for them.
+"""Toolkit errors and the failure kinds, each with the exit status `train` uses for it.
 
 A program's own exit status always passes through unchanged; these codes are used only when the
 toolkit itself cannot run the program or the job. They follow sysexits(3) and the shell's 126/127,
@@ -9,75 +9,78 @@ from __future__ import annotations
 import enum
 
 __all__ = [
-    "CodeSetupFailed", "ConfigError", "ExitCode", "FailureKind", "PeersUnreachable", "ProgramNotExecutable",
-    "ProgramNotFound", "StartupFailed", "ToolkitError",
+    "CodeSetupFailed", "ConfigError", "FailureKind", "PeersUnreachable", "ProgramNotExecutable", "ProgramNotFound",
+    "StartupFailed", "ToolkitError",
 ]
 
 
-class ExitCode(enum.IntEnum):
-    SUCCESS = 0
-    CODE_SETUP_FAILED = 65  # EX_DATAERR: the code could not be fetched or its requirements installed
-    PEERS_UNREACHABLE = 69  # EX_UNAVAILABLE: other hosts of the job could not be reached, or were lost
-    INTERNAL_ERROR = 70  # EX_SOFTWARE: a bug in the toolkit
-    STARTUP_FAILED = 71  # EX_OSERR: a part of the toolkit could not start here (port in use, no sshd)
-    CONFIG_ERROR = 78  # EX_CONFIG: a config file, field or value is wrong
-    STALLED = 124  # as timeout(1): the stall watchdog ended a job whose ranks stopped progressing
-    PROGRAM_NOT_EXECUTABLE = 126  # as the shell: found but cannot be executed
-    PROGRAM_NOT_FOUND = 127  # as the shell: no such program
-
-
 class FailureKind(enum.Enum):
-    """The error class that starts `output/failure` when the toolkit, not the program, names it.
-    (A program's own failure is named by the Python exception of its last traceback, if any.)"""
+    """Why a job failed: the name that starts `output/failure` when the toolkit, not the program, names
+    it, and the exit status `train` ends with for it - None where the program's own status passes
+    through (a program's own failure is named by the Python exception of its last traceback, if any)."""
 
-    CONFIG_ERROR = "ConfigError"
-    CODE_SETUP_FAILED = "CodeSetupFailed"
-    PROGRAM_NOT_FOUND = "ProgramNotFound"
-    PROGRAM_NOT_EXECUTABLE = "ProgramNotExecutable"
-    PEERS_UNREACHABLE = "PeersUnreachable"
-    STARTUP_FAILED = "StartupFailed"
-    INTERNAL_ERROR = "InternalError"
-    PROGRAM_ERROR = "ProgramError"  # non-zero status without a Python traceback
-    PROGRAM_KILLED = "ProgramKilled"
-    OUT_OF_MEMORY = "OutOfMemory"
-    HOST_LOST = "HostLost"
-    MASTER_LOST = "MasterLost"
-    STALLED = "Stalled"
+    CONFIG_ERROR = ("ConfigError", 78)  # EX_CONFIG: a config file, field or value is wrong
+    CODE_SETUP_FAILED = ("CodeSetupFailed", 65)  # EX_DATAERR: the code not fetched, or its requirements not installed
+    PROGRAM_NOT_FOUND = ("ProgramNotFound", 127)  # as the shell: no such program
+    PROGRAM_NOT_EXECUTABLE = ("ProgramNotExecutable", 126)  # as the shell: found but cannot be executed
+    PEERS_UNREACHABLE = ("PeersUnreachable", 69)  # EX_UNAVAILABLE: other hosts of the job could not be reached
+    STARTUP_FAILED = ("StartupFailed", 71)  # EX_OSERR: a part of the toolkit could not start (port in use, no sshd)
+    INTERNAL_ERROR = ("InternalError", 70)  # EX_SOFTWARE: a bug in the toolkit
+    PROGRAM_ERROR = ("ProgramError", None)  # the program's non-zero status, without a Python traceback
+    PROGRAM_KILLED = ("ProgramKilled", None)  # the program died of a signal: 128+N
+    OUT_OF_MEMORY = ("OutOfMemory", None)  # ... of SIGKILL while the kernel's OOM killer ran in its cgroup
+    HOST_LOST = ("HostLost", 69)  # the master lost a worker mid-job
+    MASTER_LOST = ("MasterLost", 69)  # a worker lost its master mid-job
+    STALLED = ("Stalled", 124)  # as timeout(1): the stall watchdog ended a job whose ranks stopped progressing
+
+    def __init__(self, label: str, status: "int | None") -> None:
+        self.label = label  # as output/failure and the README's exit table name it
+        self.status = status
+
+    @property
+    def exit_code(self) -> int:
+        """The status `train` ends with for this kind (kinds whose status is the program's have none)."""
+        if self.status is None:
+            raise ValueError(f"{self.label}: the program's own status is the job's")
+        return self.status
 
 
 class ToolkitError(Exception):
     """An error of the toolkit's inputs or environment, reported without a traceback."""
 
-    exit_code: ExitCode = ExitCode.INTERNAL_ERROR
     kind: FailureKind = FailureKind.INTERNAL_ERROR
+
+    @property
+    def exit_code(self) -> int:
+        return self.kind.exit_code
 
 
 class ConfigError(ToolkitError):
     """A config file, field or value is wrong; the message names which and what was expected."""
 
-    exit_code, kind = ExitCode.CONFIG_ERROR, FailureKind.CONFIG_ERROR
+    kind = FailureKind.CONFIG_ERROR
 
 
 class ProgramNotFound(ToolkitError):
-    exit_code, kind = ExitCode.PROGRAM_NOT_FOUND, FailureKind.PROGRAM_NOT_FOUND
+    kind = FailureKind.PROGRAM_NOT_FOUND
 
 
 class ProgramNotExecutable(ToolkitError):
-    exit_code, kind = ExitCode.PROGRAM_NOT_EXECUTABLE, FailureKind.PROGRAM_NOT_EXECUTABLE
+    kind = FailureKind.PROGRAM_NOT_EXECUTABLE
 
 
 class PeersUnreachable(ToolkitError):
-    exit_code, kind = ExitCode.PEERS_UNREACHABLE, FailureKind.PEERS_UNREACHABLE
+    kind = FailureKind.PEERS_UNREACHABLE
 
 
 class StartupFailed(ToolkitError):
     """A part of the toolkit could not start on this host: the control port is taken, sshd is
     missing or does not listen. Nothing the toolkit started is left running."""
 
-    exit_code, kind = ExitCode.STARTUP_FAILED, FailureKind.STARTUP_FAILED
+    kind = FailureKind.STARTUP_FAILED
 
 
 class CodeSetupFailed(ToolkitError):
     """The program's code could not be fetched or unpacked, or its requirements.txt not installed."""
 
-    exit_code, kind = ExitCode.CODE_SETUP_FAILED, FailureKind.CODE_SETUP_FAILED
+    kind = FailureKind.CODE_SETUP_FAILED

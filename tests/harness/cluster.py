@@ -236,13 +236,19 @@ class Cluster:
         (ssh / "sshd_config").write_text(SSHD_CONFIG.format(ssh=ssh))
 
     def write_job(self, hyperparameters: Mapping[str, Any], program: Optional[Path] = None,
-                  program_name: str = "train.py", extra: Optional[Mapping[str, Any]] = None) -> None:
-        """The same job on every host, as SageMaker writes it (hyperparameters as JSON strings)."""
+                  program_name: str = "train.py", extra: Optional[Mapping[str, Any]] = None,
+                  groups: Optional[Mapping[str, Sequence[str]]] = None) -> None:
+        """The same job on every host, as SageMaker writes it (hyperparameters as JSON strings); `groups`
+        (name -> hosts) makes a heterogeneous cluster, each host told its own group."""
         names = [h.name for h in self.hosts]
         for h in self.hosts:
             config = h.ml / "input" / "config"
-            (config / "resourceconfig.json").write_text(json.dumps(
-                {"current_host": h.name, "hosts": names, "network_interface_name": "eth0", **(extra or {})}))
+            resources = {"current_host": h.name, "hosts": names, "network_interface_name": "eth0", **(extra or {})}
+            if groups:
+                resources["current_group_name"] = next(g for g, members in groups.items() if h.name in members)
+                resources["instance_groups"] = [{"instance_group_name": g, "instance_type": "ml.c5.xlarge",
+                                                 "hosts": list(members)} for g, members in groups.items()]
+            (config / "resourceconfig.json").write_text(json.dumps(resources))
             hps = {"sagemaker_program": json.dumps(program_name),
                    **{k: v if isinstance(v, str) else json.dumps(v) for k, v in hyperparameters.items()}}
             (config / "hyperparameters.json").write_text(json.dumps(hps))

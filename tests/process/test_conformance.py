@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,6 +100,55 @@ def test_program_sees_what_sagemaker_training_gives(tmp_path: Path, case: str) -
     assert ours["env"]["PYTHONPATH"].split(":")[0] == theirs["env"]["PYTHONPATH"].split(":")[0]
     assert ours["argv"] == theirs["argv"] == json.loads(theirs["env"]["SM_USER_ARGS"])
     assert ours["cwd"] == theirs["cwd"]
+
+
+# A heterogeneous cluster as AWS documents it: a CPU `data` group feeding a GPU-sized `train` group, with
+# `distribution={"mpi": {...}, "instance_groups": [train_group]}` (the SDK writes the last as the hyperparameter).
+HETERO_HOSTS = ("algo-1", "algo-2", "algo-3")
+HETERO_GROUPS = [{"instance_group_name": "data", "instance_type": "ml.c5.xlarge", "hosts": ["algo-1"]},
+                 {"instance_group_name": "train", "instance_type": "ml.c5.4xlarge", "hosts": ["algo-2", "algo-3"]}]
+HETERO_MPI = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2",
+              "sagemaker_distribution_instance_groups": '["train"]', "epochs": "1"}
+ORACLE_SHAPE = Path(__file__).parent.parent / "programs" / "oracle_shape.py"
+
+
+def _hosts_of(argv: list[str], master: str) -> tuple[list[str], str]:
+    """mpirun's --host list (this toolkit names the master `localhost`) and -np."""
+    hosts = [h.replace("localhost", master, 1) if h.startswith("localhost") else h
+             for h in argv[argv.index("--host") + 1].split(",")]
+    return hosts, argv[argv.index("-np") + 1]
+
+
+@pytest.mark.parametrize("host", HETERO_HOSTS)
+def test_a_heterogeneous_mpi_job_runs_on_the_distributions_hosts_as_sagemaker_training_decides(tmp_path: Path,
+                                                                                                host: str) -> None:
+    group = next(g for g in HETERO_GROUPS if host in g["hosts"])
+    tree = make_tree(tmp_path / "ml", hosts=HETERO_HOSTS, current_host=host, hyperparameters=HETERO_MPI, resource_extra={
+        "current_group_name": group["instance_group_name"], "current_instance_type": group["instance_type"],
+        "network_interface_name": "eth0", "instance_groups": HETERO_GROUPS})
+    shutil.copy(DUMP_PROGRAM, tree.code_dir / "train.py")
+    done = run_train(tree, "--dry-run", env=tree.env())
+    assert done.returncode == 0, done.stderr.decode()
+    ours = json.loads(done.stdout)
+    oracle = subprocess.run([sys.executable, str(ORACLE_SHAPE)], env=tree.env(), capture_output=True, text=True,
+                            timeout=120, cwd=tree.base)
+    assert oracle.returncode == 0, oracle.stderr[-3000:]
+    theirs = json.loads(oracle.stdout.strip().splitlines()[-1])
+
+    role = {"MasterRunner": "master", "WorkerRunner": "worker", "ProcessRunner": "single"}[theirs["runner"]]
+    assert (ours["role"], ours["distribution"]) == (role, "single" if role == "single" else "mpi")
+    assert ours["shape"]["master"] == theirs["master"] == "algo-2"
+    assert ours["shape"]["hosts"] == theirs["distribution_hosts"] == ["algo-2", "algo-3"]
+    if role == "master":  # mpirun over the train group's hosts only, 2 processes each
+        assert _hosts_of(ours["argv"], "algo-2") == _hosts_of(theirs["command"], "algo-2") == (
+            ["algo-2:2", "algo-3:2"], "4")
+        assert ours["mpi"]["workers"] == ["algo-3"]  # the master waits for, and watches, algo-3 only
+    elif role == "worker":
+        assert ours["mpi"]["master"] == "algo-2" and ours["mpi"]["sshd"]
+    else:  # the data host runs its program on its own
+        assert ours["mpi"] is None and ours["argv"][-3:] == [str(tree.code_dir / "train.py"), "--epochs", "1"]
+    sm = {k: v for k, v in ours["env"].items() if k.startswith("SM_") and not k.startswith(OWN_VARIABLES)}
+    assert sm == {k: v for k, v in theirs["env"].items() if k.startswith("SM_")} and len(sm) >= 30
 
 
 def test_own_variables(tmp_path: Path) -> None:

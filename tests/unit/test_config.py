@@ -52,3 +52,18 @@ def test_bad_env_override(tmp_path: Path) -> None:
     tree = make_tree(tmp_path)
     with pytest.raises(ConfigError, match="SM_HOSTS"):
         load_config(tree.env(SM_HOSTS="[not json"))
+
+
+GROUPS = {"current_group_name": "train", "instance_groups": [
+    {"instance_group_name": "data", "instance_type": "ml.c5.xlarge", "hosts": ["algo-1"]},
+    {"instance_group_name": "train", "instance_type": "ml.c5.xlarge", "hosts": ["algo-2", "algo-3"]}]}
+
+
+@pytest.mark.parametrize("value,expected", [('["trian"]', "names instance group.s. trian, which resourceconfig.json "
+                                                          "does not have .it has data, train."),
+                                            ('"train"', "expected a JSON list of instance group names")])
+def test_a_bad_distribution_instance_group_is_named(tmp_path: Path, value: str, expected: str) -> None:
+    tree = make_tree(tmp_path, hosts=("algo-1", "algo-2", "algo-3"), current_host="algo-2", resource_extra=GROUPS,
+                     hyperparameters={"sagemaker_mpi_enabled": "true", "sagemaker_distribution_instance_groups": value})
+    with pytest.raises(ConfigError, match=f"hyperparameters.json: hyperparameter 'sagemaker_distribution_instance_groups'.*{expected}"):
+        load_config(tree.env())

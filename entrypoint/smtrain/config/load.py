@@ -28,7 +28,7 @@ from .defaults import (
     HEARTBEAT_TIMEOUT_S,
     default_peer_wait_s,
 )
-from .distribution import distribution_groups, distribution_hosts, strategy_of, truthy
+from .distribution import strategy_of, truthy
 from .modeltrainer import read_model_trainer
 from .profiling import profiling_of
 from .model import (
@@ -250,6 +250,21 @@ def _check_distribution(decoded: Mapping[str, Any], where: str) -> None:
                           "distribution; a job runs one (set only one of them)")
 
 
+def _check_distribution_groups(decoded: Mapping[str, Any], resources: Resources, where: str) -> None:
+    """`sagemaker_distribution_instance_groups`: a list of the job's instance group names."""
+    name = "sagemaker_distribution_instance_groups"
+    if name not in decoded:
+        return
+    groups = decoded[name]
+    if not isinstance(groups, list) or not all(isinstance(g, str) for g in groups):
+        raise ConfigError(f"{where}: hyperparameter '{name}': expected a JSON list of instance group names, got {groups!r}")
+    known = [g.name for g in resources.instance_groups]
+    unknown = [g for g in groups if g not in known]
+    if known and unknown:
+        raise ConfigError(f"{where}: hyperparameter '{name}' names instance group(s) {', '.join(unknown)}, which "
+                          f"resourceconfig.json does not have (it has {', '.join(known)})")
+
+
 def _program(decoded: Mapping[str, Any], environ: Mapping[str, str], paths: Paths) -> Optional[ProgramSpec]:
     entry = environ.get("SAGEMAKER_PROGRAM") or decoded.get("sagemaker_program")
     if entry is None:
@@ -346,7 +361,7 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
     decoded = hps.with_tuning_model_dir(hps.decode(raw_hps), environ.get("TRAINING_JOB_NAME"))
     resources = _resources(resource_config, rc_path, environ)
     _check_distribution(decoded, str(hp_path))
-    groups = distribution_groups(hps.framework_parameters(decoded), resources.current_group_name)
+    _check_distribution_groups(decoded, resources, str(hp_path))
     program, mpi = _program(decoded, environ, paths), _mpi(decoded, str(hp_path))
     if program is None and (trainer := read_model_trainer(paths.input_data_dir, paths.code_dir)) is not None:
         program = trainer.program  # SDK v3's ModelTrainer: its SourceCode and distributed=MPI(...)
@@ -367,8 +382,6 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
         program=program,
         mpi=mpi,
         strategy=strategy_of(decoded),
-        distribution_hosts=tuple(distribution_hosts(resource_config.get("instance_groups") or [], groups,
-                                                    resources.hosts)),
         checkpoint_dir=Path(checkpoint_dir),
         tensorboard_dir=_optional_path(tensorboard_config, "LocalPath", str(tensorboard_path)),
         grace_period_s=_duration(decoded, environ, "sagemaker_grace_period_seconds", "SM_GRACE_PERIOD_SECONDS",

@@ -129,7 +129,6 @@ class TrainingConfig(NamedTuple):
     program: Optional[ProgramSpec]
     mpi: MpiSettings
     strategy: Optional[Strategy]  # a TensorFlow strategy's processes on the distribution hosts
-    distribution_hosts: tuple[str, ...]  # the hosts of the distribution's instance groups
     checkpoint_dir: Path
     tensorboard_dir: Optional[Path]  # tensorboardoutputconfig.json LocalPath (SageMaker uploads it to S3)
     sshd: "SshdSettings"  # what a worker host starts for mpirun to reach it

@@ -4,7 +4,6 @@
 """
 from __future__ import annotations
 
-import enum
 import json
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Optional
@@ -21,25 +20,11 @@ from .pipes import PipeChannel, assign_pipes
 from .program import ProgramLaunch, plan_program
 from .localmode import checkpoint_carry, emulated_channels, feeder_command
 from .smenv import process_env_vars, sm_env_vars
+from .shape import Distribution, JobShape, Role, job_shape
 from .tfconfig import Task, container_env, tasks_of, tf_config
 
-__all__ = ["PLANNERS", "Distribution", "KindInputs", "KindPlan", "LaunchPlan", "MpiPlan", "Role", "StrategyPlan", "dumps",
-           "horovod_timeline", "plan_launch", "profiler_env", "report_command"]
-
-
-class Distribution(enum.Enum):
-    """How the job's processes work together; decided once (`distribution_of`), carried on the plan."""
-
-    SINGLE = "single"  # this host runs its program on its own: one host, or outside the distribution's hosts
-    MPI = "mpi"  # mpirun starts every rank (Horovod), on one host or several
-    MULTI_WORKER_MIRRORED = "multi-worker-mirrored"  # a TF strategy across two or more hosts
-    PARAMETER_SERVER = "parameter-server"  # TF parameter servers on two or more hosts
-
-
-class Role(enum.Enum):
-    SINGLE = "single"  # one host, or a host running its own copy (no MPI, no TF strategy across hosts)
-    MASTER = "master"  # runs mpirun for the whole job, or watches a TF strategy job and runs its part
-    WORKER = "worker"  # serves the master's ranks (MPI) or runs its part of a TF strategy job; follows the job
+__all__ = ["PLANNERS", "Distribution", "JobShape", "KindInputs", "KindPlan", "LaunchPlan", "MpiPlan", "Role", "StrategyPlan",
+           "dumps", "horovod_timeline", "plan_launch", "profiler_env", "report_command"]
 
 
 class MpiPlan(NamedTuple):
@@ -100,8 +85,7 @@ class StrategyPlan(NamedTuple):
 
 
 class LaunchPlan(NamedTuple):
-    distribution: Distribution
-    role: Role
+    shape: JobShape  # the job's distribution kind, its hosts and master, this host's role (plan.shape)
     host: str
     program: ProgramLaunch
     argv: tuple[str, ...]
@@ -126,6 +110,14 @@ class LaunchPlan(NamedTuple):
     restore_checkpoints_from: Optional[Path]  # the `checkpoints` channel, copied into an empty checkpoint_dir
     keep_checkpoints_in: Optional[Path]  # local mode: where the checkpoint folder goes at the end (run.carry)
 
+    @property
+    def distribution(self) -> Distribution:
+        return self.shape.distribution
+
+    @property
+    def role(self) -> Role:
+        return self.shape.role
+
     def child_env(self, inherited: Mapping[str, str]) -> dict[str, str]:
         """The program's environment (mpirun's, on the master): what `train` inherited without the
         toolkit's internal ones (the rank contract), plus the plan's."""
@@ -138,6 +130,7 @@ class LaunchPlan(NamedTuple):
             "distribution": self.distribution.value,
             "role": self.role.value,
             "host": self.host,
+            "shape": self.shape.to_json(),
             "argv": list(self.argv),
             "cwd": str(self.cwd),
             "fetch_code_from": self.program.fetch_from,
@@ -161,55 +154,32 @@ class LaunchPlan(NamedTuple):
         }
 
 
-def is_strategy_job(config: TrainingConfig) -> bool:
-    """A TF strategy across hosts, with this host in it (a host outside the distribution's instance
-    groups runs its program on its own, as in the TensorFlow container)."""
-    hosts = config.distribution_hosts
-    return config.strategy is not None and len(hosts) >= 2 and config.resources.current_host in hosts
-
-
-def distribution_of(config: TrainingConfig) -> Distribution:
-    if config.mpi.enabled:
-        return Distribution.MPI
-    if is_strategy_job(config):
-        return (Distribution.PARAMETER_SERVER if config.strategy is Strategy.PARAMETER_SERVER
-                else Distribution.MULTI_WORKER_MIRRORED)
-    return Distribution.SINGLE
-
-
-def role_of(config: TrainingConfig, distribution: Distribution) -> Role:
-    """The first host of the job (MPI: of all hosts; a strategy: of its instance groups') is the master."""
-    if distribution is Distribution.SINGLE:
-        return Role.SINGLE
-    hosts = config.resources.hosts if distribution is Distribution.MPI else config.distribution_hosts
-    return Role.MASTER if config.resources.current_host == hosts[0] else Role.WORKER
-
-
-def strategy_env(config: TrainingConfig) -> dict[str, str]:
+def strategy_env(config: TrainingConfig, shape: JobShape) -> dict[str, str]:
     """TF_CONFIG where the TensorFlow container sets it: MultiWorkerMirroredStrategy on every
     distribution host (one host too); parameter servers on two or more."""
-    hosts, here = config.distribution_hosts, config.resources.current_host
+    hosts, here = shape.hosts, config.resources.current_host
     if config.strategy is Strategy.MULTI_WORKER_MIRRORED and here in hosts:
         return {"TF_CONFIG": tf_config(config.strategy, hosts, here)}
-    if config.strategy is Strategy.PARAMETER_SERVER and is_strategy_job(config):
-        return {"TF_CONFIG": tf_config(config.strategy, hosts, here)}
+    if shape.distribution is Distribution.PARAMETER_SERVER:
+        return {"TF_CONFIG": tf_config(Strategy.PARAMETER_SERVER, hosts, here)}
     return {}
 
 
-def _strategy_plan(config: TrainingConfig, python: str, pipes: tuple[PipeAssignment, ...]) -> StrategyPlan:
+def _strategy_plan(config: TrainingConfig, shape: JobShape, python: str,
+                   pipes: tuple[PipeAssignment, ...]) -> StrategyPlan:
     assert config.strategy is not None
-    hosts, here = config.distribution_hosts, config.resources.current_host
+    hosts, here = shape.hosts, config.resources.current_host
     tasks = tasks_of(config.strategy, hosts)
     ps = next((t for t in tasks if t.is_ps and t.host == here), None)
     return StrategyPlan(
         strategy=config.strategy,
-        master=hosts[0],
-        workers=tuple(hosts[1:]),
+        master=shape.master,
+        workers=shape.workers,
         tasks=tasks,
         program_task=next(t for t in tasks if not t.is_ps and t.host == here),
         ps_argv=(python, "-m", "smtrain.rank", "--", python, "-m", "smtrain.run.psserver") if ps else (),
         ps_tf_config=tf_config(config.strategy, hosts, here, ps_task=True) if ps else "",
-        contract=RankContract(hosts[0], config.control_port, "", config.grace_period_s, pipes,
+        contract=RankContract(shape.master, config.control_port, "", config.grace_period_s, pipes,
                               stall_timeout_s=config.stall_timeout_s),
         control_bind="0.0.0.0",
         control_port=config.control_port,
@@ -289,12 +259,12 @@ def report_command(config: TrainingConfig, python: str, program_dir: Path) -> tu
             *(("--horovod-timeline", str(timeline)) if timeline else ()))
 
 
-def _mpi_plan(config: TrainingConfig, facts: HostFacts, role: Role) -> MpiPlan:
-    hosts = config.resources.hosts
+def _mpi_plan(config: TrainingConfig, facts: HostFacts, shape: JobShape) -> MpiPlan:
+    hosts, role = shape.hosts, shape.role
     sshd = config.sshd
     return MpiPlan(
-        master=hosts[0],
-        workers=hosts[1:],
+        master=shape.master,
+        workers=shape.workers,
         layout=layout(hosts, config.mpi.processes_per_host, config.mpi.num_processes, facts.num_gpus),
         control_bind="0.0.0.0" if len(hosts) > 1 else "127.0.0.1",
         control_port=config.control_port,
@@ -322,7 +292,7 @@ class KindInputs(NamedTuple):
     facts: HostFacts
     python: str
     token: str
-    role: Role
+    shape: JobShape
     launch: ProgramLaunch
     base_env: Callable[[tuple[PipeAssignment, ...]], dict[str, str]]  # the program's variables, given its FIFOs
     emulated: tuple[str, ...]  # File channels read as Pipe channels (plan.localmode)
@@ -335,13 +305,13 @@ def _plan_single(given: KindInputs) -> KindPlan:
 
 def _plan_mpi(given: KindInputs) -> KindPlan:
     config, python = given.config, given.python
-    mpi = _mpi_plan(config, given.facts, given.role)
+    mpi = _mpi_plan(config, given.facts, given.shape)
     here = config.resources.current_host
     ranks_per_host = mpi.layout.processes_per_host
     first_rank = mpi.layout.hosts.index(here) * ranks_per_host if here in mpi.layout.hosts else 0
     pipes = plan_pipes(config, given.emulated, ranks_per_host, True, mpi.layout.num_processes)
     env_set = given.base_env(pipes)
-    if given.role is Role.WORKER:  # the master's mpirun starts this host's ranks through sshd
+    if given.shape.role is Role.WORKER:  # the master's mpirun starts this host's ranks through sshd
         return KindPlan((), env_set, pipes, ranks_per_host, first_rank, mpi=mpi)
     control_host = mpi.master if mpi.workers else "127.0.0.1"
     contract = RankContract(control_host, mpi.control_port, given.token, config.grace_period_s, pipes,
@@ -362,7 +332,7 @@ def _plan_strategy(given: KindInputs) -> KindPlan:
     pipes = plan_pipes(given.config, given.emulated, 1, False)
     python = given.python
     return KindPlan((python, "-m", "smtrain.rank", "--", *given.launch.argv), given.base_env(pipes), pipes, 1, 0,
-                    strategy=_strategy_plan(given.config, python, pipes))
+                    strategy=_strategy_plan(given.config, given.shape, python, pipes))
 
 
 # One row per distribution kind (its policies, what each host does at run time: smtrain.run.kinds).
@@ -376,8 +346,7 @@ PLANNERS: dict[Distribution, Callable[[KindInputs], KindPlan]] = {
 
 def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: str = "") -> LaunchPlan:
     """What this host does. `token` authenticates rank reports on the control channel."""
-    distribution = distribution_of(config)
-    role = role_of(config, distribution)
+    shape = job_shape(config)
     launch = plan_program(config.program, config.paths.code_dir, to_cmd_args(config.user_hyperparameters), python,
                           facts.code.submit_is_file)
     pythonpath = str(launch.program_dir)
@@ -389,8 +358,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         return {
             **process_env,
             **container_env(process_env["SAGEMAKER_REGION"], config.environ),
-            **strategy_env(config),
-            **sm_env_vars(config, facts),
+            **strategy_env(config, shape),
+            **sm_env_vars(config, facts, shape),
             "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
             **profiler_env(config),
             **({"SM_TENSORBOARD_DIR": str(config.tensorboard_dir)} if config.tensorboard_dir else {}),
@@ -399,14 +368,13 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         }
 
     emulated = emulated_channels(config)
-    kind = PLANNERS[distribution](KindInputs(config, facts, python, token, role, launch, base_env, emulated))
+    kind = PLANNERS[shape.distribution](KindInputs(config, facts, python, token, shape, launch, base_env, emulated))
     resume = DemuxResume(config.checkpoint_dir, kind.first_rank,
                          frozenset(c.name for c in config.channels if c.shuffle_seed is not None))
     requirements = launch.program_dir / "requirements.txt"
     carry = checkpoint_carry(config)
     return LaunchPlan(
-        distribution=distribution,
-        role=role,
+        shape=shape,
         host=config.resources.current_host,
         program=launch,
         argv=kind.argv,
@@ -426,7 +394,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         pipes=kind.pipes,
         demux=demux_commands(kind.pipes, config.paths.input_data_dir, kind.ranks_per_host, python, resume),
         monitor=monitor_command(config, python),
-        report=report_command(config, python, launch.program_dir) if role in (Role.SINGLE, Role.MASTER) else (),
+        report=report_command(config, python, launch.program_dir) if shape.role in (Role.SINGLE, Role.MASTER) else (),
         emulated=emulated,
         feeder=feeder_command(config, emulated, python),
         checkpoint_dir=config.checkpoint_dir,

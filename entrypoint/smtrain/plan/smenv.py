@@ -1,16 +1,17 @@
 """The `SM_*` environment a program gets, computed exactly as sagemaker-training 5.1.4's
 `Environment.to_env_vars()` would for the same inputs (the conformance tests use it as the oracle).
 
-Pure: a function of the config and the host facts.
+Pure: a function of the config, the host facts and the job's shape (plan.shape: the distribution's
+groups, hosts and master, decided there once).
 """
 from __future__ import annotations
 
 import json
 from typing import Any, Optional
 
-from ..config.distribution import distribution_groups, distribution_hosts
 from ..config.model import HostFacts, TrainingConfig
 from ..config.hyperparameters import to_cmd_args
+from .shape import JobShape
 
 __all__ = ["DEFAULT_LOG_LEVEL", "format_value", "process_env_vars", "sm_env_vars", "training_env"]
 
@@ -32,7 +33,7 @@ def _strip_py(name: Optional[str]) -> Optional[str]:
     return name[:-3] if name and name.endswith(".py") else name
 
 
-def training_env(config: TrainingConfig, facts: HostFacts) -> dict[str, Any]:
+def training_env(config: TrainingConfig, facts: HostFacts, shape: JobShape) -> dict[str, Any]:
     """The fields of sagemaker-training's Environment (its SM_TRAINING_ENV), by the same rules."""
     rc = config.resource_config
     env = config.environ
@@ -41,9 +42,7 @@ def training_env(config: TrainingConfig, facts: HostFacts) -> dict[str, Any]:
     paths = config.paths
     current_group = rc.get("current_group_name", "homogeneousCluster")
     groups_raw = rc.get("instance_groups", []) or []
-    groups = distribution_groups(framework, current_group)
-    hosts = distribution_hosts(groups_raw, groups, config.resources.hosts)
-    master = hosts[0] if hosts else config.resources.hosts[0]
+    groups, hosts, master = list(shape.groups), list(shape.hosts), shape.master
     program_env = env.get("SAGEMAKER_PROGRAM")
     trainer = config.program if program_env is None and "sagemaker_program" not in decoded else None
     if trainer is not None and not trainer.shell_command:  # SDK v3's ModelTrainer named the program
@@ -93,9 +92,9 @@ def training_env(config: TrainingConfig, facts: HostFacts) -> dict[str, Any]:
     }
 
 
-def sm_env_vars(config: TrainingConfig, facts: HostFacts) -> dict[str, str]:
+def sm_env_vars(config: TrainingConfig, facts: HostFacts, shape: JobShape) -> dict[str, str]:
     """SM_* variables, name for name and value for value as Environment.to_env_vars()."""
-    te = training_env(config, facts)
+    te = training_env(config, facts, shape)
     fields: dict[str, Any] = {
         "hosts": te["hosts"],
         "network_interface_name": te["network_interface_name"],

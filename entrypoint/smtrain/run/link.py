@@ -22,7 +22,7 @@ from typing import Optional
 from ..common.console import log
 from ..common.signals import SignalWaker
 from ..config.defaults import HEARTBEAT_S
-from ..errors import ExitCode, FailureKind, PeersUnreachable
+from ..errors import FailureKind, PeersUnreachable
 from ..wire.control import ControlClient, Message, MessageType
 from ..wire.liveness import PeerSilence
 from .outcome import JobOutcome
@@ -82,7 +82,7 @@ class MasterLink:
             log(f"the master reports that the job ended with status {self.end.status}")
             return self.end
         what = f"lost the master {self._master} before the job ended ({self.lost}); stopping this host's ranks"
-        return JobOutcome.failed(int(ExitCode.PEERS_UNREACHABLE), FailureKind.MASTER_LOST, what, host=self._master)
+        return JobOutcome.of_kind(FailureKind.MASTER_LOST, what, host=self._master)
 
     def _beat(self) -> None:
         while not self.over():
@@ -123,7 +123,7 @@ class MasterLink:
         elif message.type is MessageType.ABORT:
             self._learn(abort=str(fields.get("reason", "")))
         elif message.type is MessageType.END:
-            status = int(fields.get("status", ExitCode.INTERNAL_ERROR))
+            status = int(fields.get("status", FailureKind.INTERNAL_ERROR.exit_code))
             self._learn(end=JobOutcome(status, told=str(fields.get("reason", ""))))
 
     def _learn(self, lost: Optional[str] = None, abort: Optional[str] = None, end: Optional[JobOutcome] = None) -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Union
 
 from ..common.console import log
-from ..errors import ExitCode, FailureKind, ToolkitError
+from ..errors import FailureKind, ToolkitError
 from ..proc.supervise import ProcessResult
 from ..wire.report import RankFailure, is_consequence
 
@@ -107,8 +107,14 @@ class JobOutcome(NamedTuple):
         return cls(status, kind, what, stderr_tail, rank, host)
 
     @classmethod
+    def of_kind(cls, kind: FailureKind, what: str, stderr_tail: bytes = b"", rank: Optional[int] = None,
+                host: Optional[str] = None) -> "JobOutcome":
+        """A failure the toolkit names, with the status its kind carries."""
+        return cls(kind.exit_code, kind, what, stderr_tail, rank, host)
+
+    @classmethod
     def of_error(cls, error: ToolkitError) -> "JobOutcome":
-        return cls(int(error.exit_code), error.kind, str(error))
+        return cls.of_kind(error.kind, str(error))
 
     @property
     def reason(self) -> str:
@@ -162,7 +168,7 @@ def describe_program_failure(result: ProcessResult, program: str) -> JobOutcome:
 def failure_text(kind: Union[FailureKind, str], what: str, stderr_tail: bytes = b"", limit: int = FAILURE_FILE_LIMIT) -> str:
     """`kind: what`, then as many whole last lines of stderr as fit in `limit` bytes of UTF-8.
     `kind` is the toolkit's FailureKind, or the name of the program's Python exception."""
-    head = f"{kind.value if isinstance(kind, FailureKind) else kind}: {what}\n"
+    head = f"{kind.label if isinstance(kind, FailureKind) else kind}: {what}\n"
     room = limit - len(head.encode("utf-8")) - len("stderr (last lines):\n")
     lines = stderr_tail.decode("utf-8", "replace").splitlines()
     kept: list[str] = []
@@ -196,7 +202,7 @@ def decide(view: JobView, where: Callable[[RankFailure], str]) -> JobOutcome:
     cause of the reports; `where(report)` names it), unless it failed only because a lost host ended
     the job; else the lost host; else a worker's program's status; else the program's own failure."""
     if view.stall is not None:
-        return JobOutcome.failed(int(ExitCode.STALLED), FailureKind.STALLED, view.stall)
+        return JobOutcome.of_kind(FailureKind.STALLED, view.stall)
     if view.program.exit_code == 0 and not (view.final_reports or view.lost or view.failed_done):
         return SUCCESS
     report = view.report
@@ -215,7 +221,7 @@ def decide(view: JobView, where: Callable[[RankFailure], str]) -> JobOutcome:
         what = f"lost worker host {view.lost[0]} during the job"
         if view.program.exit_code != 0:
             what += f"; {view.program_name} then exited with status {view.program.exit_code}"
-        return JobOutcome.failed(int(ExitCode.PEERS_UNREACHABLE), FailureKind.HOST_LOST, what,
+        return JobOutcome.of_kind(FailureKind.HOST_LOST, what,
                                  view.program.stderr_tail, host=view.lost[0])
     if view.failed_done is not None:
         host, status = view.failed_done

@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..common.console import log
 from ..config.defaults import STACK_DUMP_WAIT_S
-from ..errors import ExitCode, FailureKind
+from ..errors import FailureKind
 from ..proc.progressfile import ProgressFile, dump_stacks
 from ..proc.supervise import supervise
 from ..rank.launcher import with_startup_hook
@@ -45,7 +45,7 @@ def run_single(job: HostJob) -> JobOutcome:
             dog.stop()
         progress.remove()
     if dog is not None and dog.stall is not None:
-        return JobOutcome.failed(int(ExitCode.STALLED), FailureKind.STALLED, dog.stall.describe(), host=plan.host)
+        return JobOutcome.of_kind(FailureKind.STALLED, dog.stall.describe(), host=plan.host)
     if result.exit_code == 0:
         return SUCCESS
     return describe_program_failure(result, str(plan.program.program_path))
