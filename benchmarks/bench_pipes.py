@@ -47,7 +47,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from smtrain import pipes  # noqa: E402
 from smtrain.data.demux import demux_epoch  # noqa: E402
 from smtrain.data.fingerprints import fingerprint, to_bytes  # noqa: E402
-from smtrain.data.records import RecordFormat, encode_tfrecord  # noqa: E402
+from smtrain.data.record_reader import RecordFormat, encode_tfrecord  # noqa: E402
 from smtrain.rank.launcher import cpu_threads  # noqa: E402
 
 READER = """
@@ -61,7 +61,7 @@ BATCHED_READER = """
 import os, sys
 os.environ.update(TF_CPP_MIN_LOG_LEVEL="2", SM_PIPE_C=sys.argv[1], SM_PIPE_FORMAT_C="tfrecord")
 from smtrain import pipes
-from smtrain.data.records import encode_tfrecord
+from smtrain.data.record_reader import encode_tfrecord
 import tensorflow as tf
 # TensorFlow's first iterator in a process costs about a second of CPU (lazy symbol binding, thread
 # pools, graph passes): spent here on a small file, before the clock, as the one reader's process did.

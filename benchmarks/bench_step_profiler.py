@@ -46,7 +46,7 @@ def startup_hook() -> str:
 
 
 def run_blocks(loop: str, steps: int, blocks: int, width: int, tmp: Path, micro: int) -> dict:
-    from smtrain.wire.profiling import FRAMEWORK_PROFILER_ENV, ProfilerSettings
+    from smtrain.wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
 
     env = {k: v for k, v in os.environ.items() if k not in (FRAMEWORK_PROFILER_ENV, "PYTHONPATH")}
     env["PYTHONPATH"] = startup_hook()
@@ -65,7 +65,7 @@ def recorder_cost_us(steps: int = 200_000) -> tuple[float, float]:
     the steps kept one by one: what a long job pays)."""
     from smtrain.profiler.events import FULL_STEPS
     from smtrain.profiler.steps import StepRecorder
-    from smtrain.wire.profiling import ProfilerSettings
+    from smtrain.wire.profiler_settings import ProfilerSettings
 
     with tempfile.TemporaryDirectory() as tmp:
         recorder = StepRecorder(ProfilerSettings(tmp, "algo-1", min_free_mb=0), 0)
@@ -87,7 +87,7 @@ def bytes_kept(step_ms: float = 1.0, gap_ms: float = 0.1) -> tuple[int, int]:
     real recorder, flushed each simulated second (files rotate each simulated minute)."""
     from smtrain.profiler.events import FULL_STEPS
     from smtrain.profiler.steps import StepRecorder
-    from smtrain.wire.profiling import ProfilerSettings
+    from smtrain.wire.profiler_settings import ProfilerSettings
 
     def size(folder: str) -> int:
         return sum(p.stat().st_size for p in Path(folder).rglob("*") if p.is_file())

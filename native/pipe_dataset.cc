@@ -1,7 +1,7 @@
 // SmtrainPipeDataset: a tf.data source that reads one rank's Pipe-mode FIFOs (`<prefix>_<epoch>`)
 // directly, framing TFRecord (CRCs checked), RecordIO (multi-part records joined) or text lines.
 //
-// It does what smtrain.data.records.RecordSplitter and smtrain.pipes do in Python, with the same
+// It does what smtrain.data.record_reader.RecordSplitter and smtrain.pipes do in Python, with the same
 // semantics and error texts (the Python path is the fallback where this library is not built; the
 // same tests run against both). Built by scripts/build-native.sh against the installed TensorFlow;
 // loaded by smtrain/data/native.py.
@@ -112,7 +112,7 @@ std::string Hex32(uint32_t v) {
   return text;
 }
 
-// A corrupt stream: the reason and the stream offset, worded as smtrain.data.records.CorruptRecord.
+// A corrupt stream: the reason and the stream offset, worded as smtrain.data.record_reader.CorruptRecord.
 Status Corrupt(const std::string& reason, uint64_t offset) {
   return errors::DataLoss(reason, " at byte offset ", offset);
 }

@@ -34,5 +34,5 @@ EOF
 sleep 1
 kill -TERM "$monitor"
 wait "$monitor"
-python3 -m smtrain.profiler.report "$job/profiler" --out "$out/report" --job >"$out/report.txt" 2>&1
+python3 -m smtrain.profiler.job_report "$job/profiler" --out "$out/report" --job >"$out/report.txt" 2>&1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv >"$out/gpu.txt"

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import random
 
-from smtrain.data.records import RecordFormat, encode_recordio, encode_tfrecord
+from smtrain.data.record_reader import RecordFormat, encode_recordio, encode_tfrecord
 
 MAGIC = (0xCED7230A).to_bytes(4, "little")
 

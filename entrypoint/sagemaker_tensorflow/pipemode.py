@@ -28,8 +28,8 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from smtrain.wire.pipes import pipe_variable
-from smtrain.wire.records import RecordFormat
+from smtrain.wire.pipe_assignment import pipe_variable
+from smtrain.wire.record_format import RecordFormat
 from smtrain.pipes import DEFAULT_WAIT_S, epochs_dataset
 
 __all__ = ["PipeModeDataset", "PipeModeDatasetException"]

@@ -62,7 +62,7 @@ def _fail(outcome: JobOutcome, write_file: bool) -> int:
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["report"]:
-        from .profiler.report import main as report_main
+        from .profiler.job_report import main as report_main
 
         return report_main(args[1:])
     flags = _parse_args(args)

@@ -32,9 +32,9 @@ from .data.fingerprints import fingerprint
 from .data.journal import ReadJournal
 from .data.native import NativePipes, native_pipes
 from .data.fifo import PipeError, open_fifo
-from .data.records import CHUNK, CorruptRecord, RecordSplitter, write_spans
-from .wire.pipes import PipeMode, channel_mode, pipe_variable
-from .wire.records import RecordFormat
+from .data.record_reader import CHUNK, CorruptRecord, RecordSplitter, write_spans
+from .wire.pipe_assignment import PipeMode, channel_mode, pipe_variable
+from .wire.record_format import RecordFormat
 
 __all__ = [
     "JOURNAL", "PipeError", "ReadJournal", "RecordFormat", "channel_format", "consumed_fingerprints", "dataset", "epoch_batches",

@@ -25,7 +25,7 @@ import time
 from typing import Optional
 
 from .common import stephook
-from .wire.progress import FILE_SIZE, INIT_OFFSET, INIT_PHASE, PROGRESS_FILE_ENV, RECORD, Counts, InitPhase, read
+from .wire.progress_file import FILE_SIZE, INIT_OFFSET, INIT_PHASE, PROGRESS_FILE_ENV, RECORD, Counts, InitPhase, read
 
 __all__ = ["FILE_SIZE", "PROGRESS_FILE_ENV", "Counts", "InitPhase", "alive", "read", "step"]
 

@@ -299,7 +299,7 @@ def test_aws_per_rank_channels_by_global_rank_on_two_hosts(make_cluster, tmp_pat
     host; rank g reads `train_g` (2 epochs) and `validation_g`, rank 0 alone reads `eval`. Each rank
     gets exactly its channels' records, in order; channels no rank of a host reads stay unopened there."""
     from smtrain.data.feeder import Feeder, channel_objects
-    from smtrain.data.records import encode_tfrecord
+    from smtrain.data.record_reader import encode_tfrecord
 
     names = [f"train_{r}" for r in range(4)] + [f"validation_{r}" for r in range(4)] + ["validation", "eval"]
     expected = {}
@@ -353,7 +353,7 @@ def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path:
     from collections import Counter
 
     from smtrain.data.feeder import channel_objects, epoch_order
-    from smtrain.data.records import encode_tfrecord
+    from smtrain.data.record_reader import encode_tfrecord
 
     source = tmp_path / "src"
     source.mkdir()
@@ -410,7 +410,7 @@ def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path:
 def test_hosts_with_different_record_counts_take_equal_steps_through_the_helper(make_cluster, tmp_path: Path) -> None:
     """ShardedByS3Key gives hosts different shares: 40 records on algo-1, 24 on algo-2 (20 and 12 per
     rank, batches of 4: 5 and 3 steps). pipes.equal_steps makes every rank take 3, and the job ends 0."""
-    from smtrain.data.records import encode_tfrecord
+    from smtrain.data.record_reader import encode_tfrecord
 
     cluster = make_cluster(2)
     cluster.write_job({**MPI, "batch": 4, "equal-steps": "yes"}, program=PROGRAMS / "hvd_pipe_steps.py")

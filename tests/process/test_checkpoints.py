@@ -16,7 +16,7 @@ import pytest
 
 from smtrain.checkpoints import CheckpointStore, PipePosition
 from smtrain.data.feeder import Feeder, channel_objects, epoch_order
-from smtrain.data.records import encode_tfrecord
+from smtrain.data.record_reader import encode_tfrecord
 from tests.support import TRAIN, Tree, make_tree
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"

@@ -7,8 +7,8 @@ import socket
 import threading
 import time
 
-from smtrain.run.control import ControlServer
-from smtrain.wire.control import MessageType, encode
+from smtrain.run.control_server import ControlServer
+from smtrain.wire.control_protocol import MessageType, encode
 
 
 def _worker(port: int, host: str) -> socket.socket:

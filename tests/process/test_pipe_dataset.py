@@ -19,7 +19,7 @@ import pytest
 
 from smtrain import pipes, progress
 from smtrain.data import native
-from smtrain.data.records import RecordFormat, encode_tfrecord
+from smtrain.data.record_reader import RecordFormat, encode_tfrecord
 from tests.record_streams import encode_stream, payloads_for, recordio
 
 tf = pytest.importorskip("tensorflow")

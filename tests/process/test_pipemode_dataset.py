@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from smtrain.data.feeder import Feeder, channel_objects
-from smtrain.data.records import RecordFormat
+from smtrain.data.record_reader import RecordFormat
 from tests.process.test_pipes import _write_objects
 from tests.support import make_tree, run_train
 

@@ -23,10 +23,10 @@ from smtrain.data import demux
 from smtrain.data.demux import demux_epoch
 from smtrain.data.feeder import Feeder, channel_objects, epoch_order
 from smtrain.data.fifo import open_fifo
-from smtrain.plan.pipes import PipeChannel, assign_pipes
-from smtrain.wire.pipes import PipeMode, demux_folder, demux_prefix, rank_ended_marker
+from smtrain.plan.fifo_plan import PipeChannel, assign_pipes
+from smtrain.wire.pipe_assignment import PipeMode, demux_folder, demux_prefix, rank_ended_marker
 from smtrain.data.frames import Frames
-from smtrain.data.records import CHUNK, RecordFormat, encode_recordio, encode_tfrecord
+from smtrain.data.record_reader import CHUNK, RecordFormat, encode_recordio, encode_tfrecord
 from smtrain.data.spliced import SplicedSource
 from tests.support import make_tree, run_train
 

@@ -83,6 +83,16 @@ def test_every_module_is_in_a_layer_and_imports_only_point_down() -> None:
     assert upward == [], "imports that do not point down:\n" + "\n".join(sorted(upward))
 
 
+def test_no_module_name_is_reused_across_the_package() -> None:
+    """A module's name says its layer's thing: `wire.rank_failure`, not a second `report`."""
+    by_name: dict[str, list[str]] = {}
+    for name in MODULES:
+        last = name.rsplit(".", 1)[-1]
+        if last not in ("__init__", "__main__") and name.startswith("smtrain."):
+            by_name.setdefault(last, []).append(name)
+    assert {k: v for k, v in by_name.items() if len(v) > 1} == {}
+
+
 def test_no_modules_import_each_other_in_a_loop() -> None:
     graph = {name: _imports(name) for name in MODULES}
     loops: list[list[str]] = []

@@ -1,4 +1,4 @@
-"""The control channel's line reader and messages (smtrain.wire.control), over a real socket pair."""
+"""The control channel's line reader and messages (smtrain.wire.control_protocol), over a real socket pair."""
 from __future__ import annotations
 
 import socket
@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from smtrain.wire.control import MAX_MESSAGE, LineReader, MessageType, encode
+from smtrain.wire.control_protocol import MAX_MESSAGE, LineReader, MessageType, encode
 
 
 @pytest.fixture

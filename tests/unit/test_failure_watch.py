@@ -6,7 +6,7 @@ import threading
 import time
 
 from smtrain.rank.reporter import Reporter
-from smtrain.wire.report import RankFailure
+from smtrain.wire.rank_failure import RankFailure
 from smtrain.rank.watch import FailureWatch, exception_line_seen
 
 HEADER = b"Traceback (most recent call last):\n"

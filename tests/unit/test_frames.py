@@ -10,7 +10,7 @@ import pytest
 
 from smtrain.data import frames
 from smtrain.data.libs import NATIVE_ENV
-from smtrain.data.records import CorruptRecord, RecordFormat, RecordSplitter
+from smtrain.data.record_reader import CorruptRecord, RecordFormat, RecordSplitter
 from tests.record_streams import encode_stream, payloads_for
 
 PATHS = ["native", "python"]

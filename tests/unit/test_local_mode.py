@@ -13,7 +13,7 @@ from smtrain.config.load import load_config
 from smtrain.errors import ConfigError
 from smtrain.plan.localmode import emulated_channels
 from smtrain.plan.launch import plan_launch
-from smtrain.wire.pipes import PipeMode
+from smtrain.wire.pipe_assignment import PipeMode
 from tests.support import make_tree
 from tests.unit.test_plan import FACTS
 

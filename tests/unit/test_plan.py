@@ -10,7 +10,7 @@ from smtrain.config.load import load_config
 from smtrain.config.model import CodeFacts, HostFacts, NetworkFacts
 from smtrain.errors import ConfigError
 from smtrain.plan.launch import Role, dumps, plan_launch
-from smtrain.wire.pipes import PipeMode
+from smtrain.wire.pipe_assignment import PipeMode
 from smtrain.wire.contract import RANK_CONTRACT_ENV, RankContract
 from tests.support import make_tree
 

@@ -22,8 +22,8 @@ from smtrain.run.kinds.strategy import StrategyPolicy
 from smtrain.run.master import Master
 from smtrain.run.outcome import FileState, JobOutcome, JobView, decide, render
 from smtrain.run.stall import StallEvidence, StallWatch
-from smtrain.wire.control import MessageType, decode, encode
-from smtrain.wire.report import RankFailure, root_cause
+from smtrain.wire.control_protocol import MessageType, decode, encode
+from smtrain.wire.rank_failure import RankFailure, root_cause
 from tests.support import make_tree
 from tests.unit.test_plan import FACTS
 

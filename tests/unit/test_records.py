@@ -1,10 +1,10 @@
-"""The record framer (smtrain.data.records.RecordSplitter) fed one byte at a time: the same records,
+"""The record framer (smtrain.data.record_reader.RecordSplitter) fed one byte at a time: the same records,
 in order, as when fed whole; frame spans cover the stream exactly; corruption found at the right offset."""
 from __future__ import annotations
 
 import pytest
 
-from smtrain.data.records import CorruptRecord, RecordFormat, RecordSplitter, encode_tfrecord, payload
+from smtrain.data.record_reader import CorruptRecord, RecordFormat, RecordSplitter, encode_tfrecord, payload
 from tests.record_streams import encode_stream, payloads_for
 
 def _one_byte_at_a_time(fmt: RecordFormat, stream: bytes) -> list[bytes]:
@@ -66,7 +66,7 @@ def test_byte_by_byte_truncation_is_reported(fmt: RecordFormat) -> None:
 
 @pytest.mark.parametrize("fmt", list(RecordFormat))
 def test_payload_of_a_framed_span_is_the_record_a_reader_delivers(fmt: RecordFormat) -> None:
-    """What the demultiplexer fingerprints (smtrain.data.records.payload) is what the ranks' readers
+    """What the demultiplexer fingerprints (smtrain.data.record_reader.payload) is what the ranks' readers
     deliver, multi-part RecordIO records joined."""
     payloads = payloads_for(fmt)
     splitter = RecordSplitter(fmt)

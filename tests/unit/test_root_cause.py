@@ -1,5 +1,5 @@
-"""Which failed rank the master blames (smtrain.wire.report.root_cause)."""
-from smtrain.wire.report import RankFailure, root_cause
+"""Which failed rank the master blames (smtrain.wire.rank_failure.root_cause)."""
+from smtrain.wire.rank_failure import RankFailure, root_cause
 
 SHUTDOWN = "UnknownError: Horovod has been shut down. This was caused by an exception on one of the ranks"
 

@@ -12,13 +12,13 @@ import pytest
 
 from smtrain.config.profiling import Profiling, profiling_of
 from smtrain.errors import ConfigError
-from smtrain.profiler import report, steprules
+from smtrain.profiler import job_report, steprules
 from smtrain.profiler.events import (STEP, StepEvent, StepSummary, bin_of, file_header, parse, read_folder, summary_lines,
                                      to_lines)
 from smtrain.profiler.rules import DEFAULTS, parse_overrides
 from smtrain.profiler.steps import SUMMARY_S, StepRecorder
 from smtrain.profiler.timeline import summarise_timeline
-from smtrain.wire.profiling import ProfilerSettings, Window
+from smtrain.wire.profiler_settings import ProfilerSettings, Window
 from tests.support import require_root
 
 # What sagemaker 2.257.7's ProfilerConfig(framework_profile_params=FrameworkProfile(start_step=3,
@@ -256,7 +256,7 @@ def test_step_events_stop_short_of_the_free_space_margin(tmp_path: Path) -> None
         _fast_steps(recorder, 1000, step_s=0.01, start=3000.0)
         recorder.close()
         assert sum(p.stat().st_size for p in disk.rglob("*") if p.is_file()) <= size + 512
-        notes = report.stopped_notes([disk / "profiler"])
+        notes = job_report.stopped_notes([disk / "profiler"])
         assert len(notes) == 1 and notes[0].startswith("rank 0-algo-1: step events stopped at ")
         assert sum(1 for e in read_folder([disk]) if e.kind == STEP) >= 1400  # what was written before stays
     finally:

@@ -13,7 +13,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
-from ..wire.records import RecordFormat
+from ..wire.record_format import RecordFormat
 from ..errors import ConfigError
 from . import hyperparameters as hps
 from .defaults import (

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
 from . import hyperparameters as hps
-from ..wire.records import RecordFormat
+from ..wire.record_format import RecordFormat
 from .profiling import Profiling
 
 __all__ = [
@@ -134,7 +134,7 @@ class TrainingConfig(NamedTuple):
     sshd: "SshdSettings"  # what a worker host starts for mpirun to reach it
     grace_period_s: float
     peer_wait_s: float  # how long the master waits for workers, and workers for the master
-    control_port: int  # the master's control channel (smtrain.run.control)
+    control_port: int  # the master's control channel (smtrain.run.control_server)
     heartbeat_timeout_s: float  # silence on the control channel after which a host counts as lost
     stall_timeout_s: float  # no progress on any rank for this long fails the job; 0: off
     monitor_interval_ms: Optional[float]  # the system monitor's sampling interval; None: switched off

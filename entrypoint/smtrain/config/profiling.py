@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any, Mapping, NamedTuple, Optional
 
 from ..errors import ConfigError
-from ..wire.profiling import DEFAULT_MIN_FREE_MB, Window
+from ..wire.profiler_settings import DEFAULT_MIN_FREE_MB, Window
 
 __all__ = ["Profiling", "profiling_of"]
 

@@ -7,7 +7,7 @@ channel.
 
 Which ranks read the channel it learns from them, the same way every run: before the first epoch it
 waits until each local rank has either opened its FIFO (a reader) or ended without (the rank
-launcher's mark, smtrain.wire.pipes.rank_ended_marker), however long that takes; a rank that starts
+launcher's mark, smtrain.wire.pipe_assignment.rank_ended_marker), however long that takes; a rank that starts
 late is waited for, not taken for one that never reads. The readers of epoch 0 are the readers of
 every epoch. A channel that no rank reads is never opened (SageMaker's writer waits, as in its own
 containers); one that one rank reads is passed to it byte for byte as it comes (`os.splice`: the
@@ -46,12 +46,12 @@ from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
 
 from ..common.console import log, set_prefix
-from ..wire.pipes import demux_folder, demux_prefix, rank_ended_marker
-from ..wire.records import RecordFormat
+from ..wire.pipe_assignment import demux_folder, demux_prefix, rank_ended_marker
+from ..wire.record_format import RecordFormat
 from .checkpoint_folder import CheckpointFolder
 from .fifo import PipeError, open_fifo, set_pipe_size
 from .fingerprints import Fingerprints, fingerprint
-from .records import CorruptRecord, Frames, RecordSplitter, payload, write_pieces, write_spans
+from .record_reader import CorruptRecord, Frames, RecordSplitter, payload, write_pieces, write_spans
 from .spliced import SplicedSource
 
 __all__ = ["BLOCK_BYTES", "MAX_BLOCK", "PIPE_SIZE", "ROUND_BYTES", "SAMPLE_RECORDS", "EpochResult", "Span", "block_for",

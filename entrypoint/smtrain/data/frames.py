@@ -15,7 +15,7 @@ import ctypes
 import functools
 from typing import NamedTuple, Optional, Sequence
 
-from ..wire.records import RecordFormat
+from ..wire.record_format import RecordFormat
 from .libs import library_dir, native_wanted
 
 __all__ = ["FRAMES_LIBRARY", "Frames", "NativeFramer", "native_framer"]

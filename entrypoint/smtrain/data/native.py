@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from .libs import NATIVE_ENV, library_dir, native_wanted
-from .records import RecordFormat
+from .record_reader import RecordFormat
 
 __all__ = ["NATIVE_ENV", "NativePipes", "Stamp", "library_dir", "native_pipes"]
 

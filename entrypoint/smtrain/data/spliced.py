@@ -20,7 +20,7 @@ from typing import Optional
 
 from ..common.linux import tee
 from .fifo import set_pipe_size
-from .records import RecordSplitter
+from .record_reader import RecordSplitter
 
 __all__ = ["SplicedSource"]
 

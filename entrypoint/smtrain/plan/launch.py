@@ -14,9 +14,9 @@ from ..config.model import HostFacts, InputMode, Strategy, TrainingConfig
 from ..config.secrets import Redactor
 from ..wire.contract import RANK_CONTRACT_ENV, RankContract, without_internals
 from .mpirun import MpiLayout, cpus_per_rank, layout, mpirun_command
-from ..wire.pipes import PipeAssignment, PipeMode, demux_folder, pipe_env
-from ..wire.profiling import FRAMEWORK_PROFILER_ENV, ProfilerSettings
-from .pipes import PipeChannel, assign_pipes
+from ..wire.pipe_assignment import PipeAssignment, PipeMode, demux_folder, pipe_env
+from ..wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
+from .fifo_plan import PipeChannel, assign_pipes
 from .program import ProgramLaunch, plan_program
 from .localmode import checkpoint_carry, emulated_channels, feeder_command
 from .smenv import process_env_vars, sm_env_vars
@@ -254,7 +254,7 @@ def report_command(config: TrainingConfig, python: str, program_dir: Path) -> tu
     if config.monitor_interval_ms is None and not config.profiling.steps:
         return ()
     timeline = horovod_timeline(config, program_dir) if config.mpi.enabled else None
-    return (python, "-m", "smtrain.profiler.report", str(config.paths.output_dir / "profiler"),
+    return (python, "-m", "smtrain.profiler.job_report", str(config.paths.output_dir / "profiler"),
             "--out", str(config.paths.output_data_dir / "profiler-report"), "--job",
             *(("--horovod-timeline", str(timeline)) if timeline else ()))
 

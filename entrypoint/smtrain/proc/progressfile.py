@@ -7,7 +7,7 @@ import signal
 
 from ..common import linux
 from ..common.scratch import make_scratch_file, shm_folder
-from ..wire import progress
+from ..wire import progress_file
 
 __all__ = ["ProgressFile", "dump_stacks"]
 
@@ -18,19 +18,19 @@ class ProgressFile:
     def __init__(self) -> None:
         fd, self.path = make_scratch_file("smtrain-progress-", shm_folder())
         try:
-            os.ftruncate(fd, progress.FILE_SIZE)  # the program maps it: it must have its size
+            os.ftruncate(fd, progress_file.FILE_SIZE)  # the program maps it: it must have its size
         finally:
             os.close(fd)
 
     def export(self, env: dict[str, str]) -> None:
         """Tell the program (its environment `env`) where to report, and let a stall's SIGABRT log
         its Python stacks (faulthandler), unless the user chose otherwise."""
-        env[progress.PROGRESS_FILE_ENV] = self.path
+        env[progress_file.PROGRESS_FILE_ENV] = self.path
         env.setdefault("PYTHONFAULTHANDLER", "1")
 
-    def read(self) -> progress.Counts:
+    def read(self) -> progress_file.Counts:
         """Steps, signs of life and where in Horovod's init, so far."""
-        return progress.read(self.path)
+        return progress_file.read(self.path)
 
     def remove(self) -> None:
         try:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..wire.profiling import ProfilerSettings, Window
+from ..wire.profiler_settings import ProfilerSettings, Window
 from .events import (BETWEEN, EPOCH, FULL_STEPS, STEP, bin_of, file_header, final_path, node_id, stopped_path,
                      summary_lines, temp_path, to_lines)
 

@@ -23,7 +23,7 @@ from ..config.secrets import Redactor
 from ..proc.progressfile import ProgressFile
 from ..proc.supervise import supervise
 from ..wire.contract import RankContract, without_internals
-from ..wire.pipes import PipeMode, pipe_env, rank_ended_marker
+from ..wire.pipe_assignment import PipeMode, pipe_env, rank_ended_marker
 from .collectives import check_interval_s
 from .reporter import ProgressReporter, Reporter, task_rank
 from .watch import REPORT_TAIL_BYTES, FailureWatch

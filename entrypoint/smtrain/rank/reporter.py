@@ -10,9 +10,9 @@ from typing import Mapping, Optional
 from ..common import console
 from ..proc.progressfile import ProgressFile, dump_stacks
 from ..wire.contract import RankContract
-from ..wire.control import ControlClient, MessageType
-from ..wire.progress import Counts
-from ..wire.report import RankFailure
+from ..wire.control_protocol import ControlClient, MessageType
+from ..wire.progress_file import Counts
+from ..wire.rank_failure import RankFailure
 from .collectives import CollectiveWaits, StallInspectorLines
 
 __all__ = ["ProgressReporter", "Reporter", "task_rank"]

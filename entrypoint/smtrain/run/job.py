@@ -63,7 +63,7 @@ def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
 
 
 def write_report(argv: tuple[str, ...], since: float, stopping: bool, timeout_s: float = REPORT_TIMEOUT_S) -> None:
-    """The profiler report over what this job measured (smtrain.profiler.report); bounded, and
+    """The profiler report over what this job measured (smtrain.profiler.job_report); bounded, and
     whatever it does, the job's outcome stays as it was. `stopping` (a shutdown signal came: a spot
     interruption, `docker stop`): its tables only, in a fraction of a second, without the plots."""
     try:

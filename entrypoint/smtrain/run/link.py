@@ -23,7 +23,7 @@ from ..common.console import log
 from ..common.signals import SignalWaker
 from ..config.defaults import HEARTBEAT_S
 from ..errors import FailureKind, PeersUnreachable
-from ..wire.control import ControlClient, Message, MessageType
+from ..wire.control_protocol import ControlClient, Message, MessageType
 from ..wire.liveness import PeerSilence
 from .outcome import JobOutcome
 

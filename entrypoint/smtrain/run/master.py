@@ -15,9 +15,9 @@ from ..common.signals import SignalWaker
 from ..config.defaults import STACK_DUMP_WAIT_S
 from ..errors import PeersUnreachable, StartupFailed
 from ..proc.supervise import ProcessResult, supervise
-from ..wire.control import MessageType
-from ..wire.progress import Counts
-from .control import ControlServer
+from ..wire.control_protocol import MessageType
+from ..wire.progress_file import Counts
+from .control_server import ControlServer
 from .job import HostJob
 from .outcome import JobOutcome, JobView, decide, failure_text
 from .policy import Peers, Policy

@@ -17,7 +17,7 @@ from typing import Callable, NamedTuple, Optional, Union
 from ..common.console import log
 from ..errors import FailureKind, ToolkitError
 from ..proc.supervise import ProcessResult
-from ..wire.report import RankFailure, is_consequence
+from ..wire.rank_failure import RankFailure, is_consequence
 
 __all__ = [
     "FileState", "JobOutcome", "JobView", "decide", "describe_program_failure", "failure_text", "python_exception",

@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Optional, Protocol
 
 from ..plan.launch import LaunchPlan
 from ..proc.supervise import ProcessResult
-from ..wire.report import RankFailure
+from ..wire.rank_failure import RankFailure
 
 if TYPE_CHECKING:  # types only: the roles import this module, never the reverse
-    from .control import ControlServer
+    from .control_server import ControlServer
     from .job import HostJob
     from .link import MasterLink
 

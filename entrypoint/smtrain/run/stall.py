@@ -22,7 +22,7 @@ from __future__ import annotations
 import enum
 from typing import NamedTuple, Optional
 
-from ..wire.progress import Counts, InitPhase
+from ..wire.progress_file import Counts, InitPhase
 
 __all__ = ["RankProgress", "Stall", "StallEvidence", "StallWatch"]
 

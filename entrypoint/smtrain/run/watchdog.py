@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from ..wire.progress import Counts
+from ..wire.progress_file import Counts
 from .stall import Stall, StallWatch
 
 __all__ = ["Watchdog"]

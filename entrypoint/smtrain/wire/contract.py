@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Mapping, NamedTuple, Optional
 
-from .pipes import PipeAssignment
+from .pipe_assignment import PipeAssignment
 
 RANK_CONTRACT_ENV = "SMTRAIN_RANK_CONTRACT"
 INTERNAL_VARIABLES = frozenset({RANK_CONTRACT_ENV})  # what the program never sees

@@ -105,7 +105,7 @@ class _StepProfiler:
 
     def start(self):
         try:
-            from smtrain.wire.profiling import ProfilerSettings
+            from smtrain.wire.profiler_settings import ProfilerSettings
 
             settings = ProfilerSettings.from_environ(os.environ)
             if settings is None or not (settings.steps or settings.detailed or settings.python):

@@ -13,8 +13,8 @@ from ...common import linux
 from ...common.console import log
 from ...common.signals import SHUTDOWN_SIGNALS, WAKE
 from ...plan.launch import LaunchPlan, MpiPlan
-from ...wire.control import MessageType
-from ...wire.report import RankFailure
+from ...wire.control_protocol import MessageType
+from ...wire.rank_failure import RankFailure
 from ..policy import MasterRole, Policy, WorkerRole
 from ..sshd import start_sshd
 

@@ -17,8 +17,8 @@ from ...common.signals import SHUTDOWN_SIGNALS, WAKE
 from ...config.defaults import ABORT_GRACE_S
 from ...plan.launch import LaunchPlan, StrategyPlan
 from ...proc.supervise import LEFTOVER_WAIT_S, ProcessResult, signal_tree, supervise
-from ...wire.control import MessageType
-from ...wire.report import RankFailure
+from ...wire.control_protocol import MessageType
+from ...wire.rank_failure import RankFailure
 from ..policy import MasterRole, Policy, WorkerRole
 from ..tftasks import program_env, start_ps
 

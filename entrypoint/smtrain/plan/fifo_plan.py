@@ -10,12 +10,12 @@
 - Every other Pipe channel under MPI with P >= 2 processes per host: the host's demultiplexer
   (smtrain.data.demux) reads `C` and deals its records to the local ranks that read it. Which ranks
   read it it learns from the ranks themselves: before the first epoch, it waits until every local
-  rank has opened its FIFO or ended (the rank launcher marks the end, smtrain.wire.pipes.rank_ended_marker). A channel
+  rank has opened its FIFO or ended (the rank launcher marks the end, smtrain.wire.pipe_assignment.rank_ended_marker). A channel
   that one rank reads is passed to it as it comes; one that no rank reads is never opened.
 
 Every rank finds its FIFO prefix in `SM_PIPE_<C>` (epoch e at `<prefix>_<e>`) and the record
 format in `SM_PIPE_FORMAT_<C>`. The rank launcher gets the assignments in its RankContract (smtrain.wire.contract);
-the names of the variables and FIFOs are in smtrain.wire.pipes.
+the names of the variables and FIFOs are in smtrain.wire.pipe_assignment.
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ import re
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from ..wire.pipes import PipeAssignment, PipeMode, demux_prefix
-from ..wire.records import RecordFormat
+from ..wire.pipe_assignment import PipeAssignment, PipeMode, demux_prefix
+from ..wire.record_format import RecordFormat
 
 _RANK_CHANNEL = re.compile(r"^(.+?)([-_])(0|[1-9][0-9]*)$")
 

@@ -1,4 +1,4 @@
-"""The master's side of the job's control channel (the protocol: smtrain.wire.control)."""
+"""The master's side of the job's control channel (the protocol: smtrain.wire.control_protocol)."""
 from __future__ import annotations
 
 import socket
@@ -7,10 +7,10 @@ import time
 from typing import Any, Callable, Mapping, Optional
 
 from ..config.defaults import HEARTBEAT_S, HEARTBEAT_TIMEOUT_S
-from ..wire.control import LineReader, Message, MessageType, encode
+from ..wire.control_protocol import LineReader, Message, MessageType, encode
 from ..wire.liveness import PeerSilence
-from ..wire.progress import Counts, InitPhase
-from ..wire.report import RankFailure, root_cause
+from ..wire.progress_file import Counts, InitPhase
+from ..wire.rank_failure import RankFailure, root_cause
 
 __all__ = ["ControlServer"]
 

@@ -1,5 +1,5 @@
 """The record formats of Pipe-mode streams, as the config names them and as they travel to the ranks
-(the framing itself is smtrain.data.records)."""
+(the framing itself is smtrain.data.record_reader)."""
 from __future__ import annotations
 
 import enum

@@ -13,7 +13,7 @@ says so explicitly, over one TCP connection per worker, as newline-delimited JSO
                        signal {signum}              forward signum to your ranks
                        abort {reason}               TF strategy jobs: the job fails; stop your program now
                        end {status, reason}         the job is over: exit with status
-    rank   -> master   rank-exit {token, RankFailure fields}   a rank failed (smtrain.wire.report)
+    rank   -> master   rank-exit {token, RankFailure fields}   a rank failed (smtrain.wire.rank_failure)
                        progress {token, host, rank, steps, beats, init}   on one lasting connection per
                                                                rank, when its progress grows (smtrain.progress)
                        waiting {waits: [[rank, seconds], ...], check_s}   on the same connection: Horovod's stall

@@ -16,7 +16,7 @@ import os
 import struct
 from typing import Any, Callable, Optional
 
-from ..wire.records import RecordFormat
+from ..wire.record_format import RecordFormat
 from .frames import Frames, native_framer
 
 __all__ = ["CHUNK", "IOV_MAX", "CorruptRecord", "Frames", "RecordFormat", "RecordSplitter", "encode_recordio",

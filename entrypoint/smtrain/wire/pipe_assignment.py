@@ -1,4 +1,4 @@
-"""How a rank finds its Pipe-mode FIFOs: the assignment of one channel (planned by smtrain.plan.pipes,
+"""How a rank finds its Pipe-mode FIFOs: the assignment of one channel (planned by smtrain.plan.fifo_plan,
 carried to the ranks in their RankContract) and the environment that tells the program about it.
 
 For every Pipe channel `C` the program reads:
@@ -15,7 +15,7 @@ import enum
 from pathlib import Path
 from typing import Mapping, NamedTuple, Sequence
 
-from .records import RecordFormat
+from .record_format import RecordFormat
 
 DEMUX_FOLDER = ".smtrain-pipes"
 
