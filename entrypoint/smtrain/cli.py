@@ -60,6 +60,7 @@ def _fail(outcome: JobOutcome, write_file: bool) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`train`: run this host's part of the job (or `train report ...`, `train --dry-run`); the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     if args[:1] == ["report"]:
         from .profiler.job_report import main as report_main
@@ -101,4 +102,5 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def console_main() -> None:
+    """The `train` console script."""
     sys.exit(main())

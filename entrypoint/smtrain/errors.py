@@ -62,14 +62,17 @@ class ConfigError(ToolkitError):
 
 
 class ProgramNotFound(ToolkitError):
+    """The program named by the job does not exist in the code folder."""
     kind = FailureKind.PROGRAM_NOT_FOUND
 
 
 class ProgramNotExecutable(ToolkitError):
+    """The program exists but cannot be executed."""
     kind = FailureKind.PROGRAM_NOT_EXECUTABLE
 
 
 class PeersUnreachable(ToolkitError):
+    """Other hosts of the job could not be reached in the peer wait."""
     kind = FailureKind.PEERS_UNREACHABLE
 
 

@@ -48,6 +48,7 @@ _END = object()  # for a FIFO to appear and its writer to connect
 
 
 def fifo_prefix(channel: str, environ: Optional[Mapping[str, str]] = None) -> str:
+    """The channel's FIFO prefix for this rank (epoch e is `<prefix>_<e>`); PipeError when it is not a Pipe channel."""
     environ = os.environ if environ is None else environ
     name = pipe_variable("", channel)
     if name not in environ:

@@ -15,6 +15,7 @@ PLUGIN_NAME = "s3_filesystem.so"
 
 
 def plugin_path() -> Path:
+    """The s3:// file system plugin's library."""
     return library_dir() / PLUGIN_NAME
 
 

@@ -161,6 +161,22 @@ def test_every_module_lists_its_public_names_in_a_static_all_and_each_exists() -
     assert unknown == [], f"names in __all__ that the module does not define: {unknown}"
 
 
+def test_nine_in_ten_public_names_have_a_docstring() -> None:
+    """Public functions and classes (those a module's __all__ lists) say what they are for."""
+    public = without = 0
+    bare = []
+    for name in MODULES:
+        tree = _tree(name)
+        listed = _static_all(tree)
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and listed is not None and node.name in listed:
+                public += 1
+                if not ast.get_docstring(node):
+                    without += 1
+                    bare.append(f"{name}.{node.name}")
+    assert public > 300 and without <= public // 10, f"{without} of {public} without a docstring: {bare}"
+
+
 # -- names in docs, docstrings and comments -----------------------------------------------------------------
 TEXT_FILES = [REPO / "README.md", REPO / "CHANGELOG.md", REPO / "CONTRIBUTING.md",
               *sorted(p for folder in ("entrypoint", "tests", "benchmarks", "scripts", "examples", "docker", "docs")

@@ -33,6 +33,7 @@ def redact(text: str) -> str:
 
 
 def write_all(fd: int, data: bytes) -> None:
+    """Write every byte of `data` to `fd`, however many writes it takes."""
     view = memoryview(data)
     while view:
         written = os.write(fd, view)

@@ -42,10 +42,12 @@ def decode(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def is_toolkit_name(key: str) -> bool:
+    """A hyperparameter meant for the toolkit (`sagemaker_*` and the SDK's own), not the program."""
     return key in TOOLKIT_NAMES or key.startswith(SAGEMAKER_PREFIX)
 
 
 def user_hyperparameters(decoded: Mapping[str, Any]) -> dict[str, Any]:
+    """The hyperparameters that become the program's arguments."""
     return {k: v for k, v in decoded.items() if not is_toolkit_name(k)}
 
 

@@ -17,6 +17,7 @@ __all__ = [
 
 
 class InputMode(enum.Enum):
+    """A channel's input mode, as inputdataconfig.json's TrainingInputMode names it."""
     FILE = "File"
     PIPE = "Pipe"
     FASTFILE = "FastFile"
@@ -35,6 +36,7 @@ class Strategy(enum.Enum):
 
 
 class Paths(NamedTuple):
+    """The job's folders under the base folder (/opt/ml, or $SAGEMAKER_BASE_DIR)."""
     base: Path
 
     @property
@@ -82,6 +84,7 @@ class Paths(NamedTuple):
 
 
 class Channel(NamedTuple):
+    """One input channel of inputdataconfig.json, with its Pipe-mode record format."""
     name: str
     mode: InputMode
     content_type: Optional[str]
@@ -91,12 +94,14 @@ class Channel(NamedTuple):
 
 
 class InstanceGroup(NamedTuple):
+    """One instance group of a heterogeneous cluster (resourceconfig.json)."""
     name: str
     instance_type: Optional[str]
     hosts: tuple[str, ...]
 
 
 class Resources(NamedTuple):
+    """resourceconfig.json's facts, with the SM_* stand-ins a local user may set."""
     current_host: str
     hosts: tuple[str, ...]
     network_interface_name: Optional[str]  # None when the file does not say
@@ -106,6 +111,7 @@ class Resources(NamedTuple):
 
 
 class MpiSettings(NamedTuple):
+    """What the SDK's `distribution={"mpi": ...}` (or ModelTrainer's MPI) asks for."""
     enabled: bool
     processes_per_host: Optional[int]  # None: one per GPU, else 1
     num_processes: Optional[int]
@@ -113,6 +119,7 @@ class MpiSettings(NamedTuple):
 
 
 class ProgramSpec(NamedTuple):
+    """Which program to run and where its code comes from."""
     entry_point: str  # as given: SAGEMAKER_PROGRAM or sagemaker_program (a command line if shell_command)
     submit_dir: str  # as given (SM_MODULE_DIR); the local folder is `local_dir`
     local_dir: Optional[Path]  # None for an s3:// submit directory
@@ -120,6 +127,7 @@ class ProgramSpec(NamedTuple):
 
 
 class TrainingConfig(NamedTuple):
+    """Every input of the job, read and checked once (config files, variables, ModelTrainer's files)."""
     paths: Paths
     resources: Resources
     channels: tuple[Channel, ...]
@@ -151,11 +159,13 @@ class TrainingConfig(NamedTuple):
 
 
 class SshdSettings(NamedTuple):
+    """The sshd a worker starts for mpirun."""
     config: str  # SMTRAIN_SSHD_CONFIG, default /etc/ssh/sshd_config
     port: int  # SMTRAIN_SSHD_PORT, default 22
 
 
 class NetworkFacts(NamedTuple):
+    """This host's network interfaces and whether an EFA device is present."""
     interfaces: tuple[str, ...]
     default_route_interface: Optional[str]
     efa_present: bool
@@ -169,6 +179,7 @@ class CodeFacts(NamedTuple):
 
 
 class HostFacts(NamedTuple):
+    """What this host has (CPUs, GPUs, network) and what the code folder holds, measured once."""
     num_cpus: int
     num_gpus: int
     num_neurons: int

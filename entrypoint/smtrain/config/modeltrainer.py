@@ -29,6 +29,7 @@ OUR_ENTRY_POINT = "train"
 
 
 class ModelTrainerJob(NamedTuple):
+    """What SDK v3's ModelTrainer driver files ask for: the program and MPI."""
     program: ProgramSpec
     mpi: Optional[MpiSettings]  # distributed=MPI(...); None without `distributed`
 

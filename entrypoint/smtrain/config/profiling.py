@@ -82,6 +82,7 @@ def _setting_window(raw: Any, name: str, where: str) -> Optional[Window]:
 
 def profiling_of(decoded: Mapping[str, Any], environ: Mapping[str, str], profiler_config: Mapping[str, Any],
                  hp_where: str, file_where: str) -> Profiling:
+    """The profiling settings from hyperparameters, variables and profilerconfig.json (the first two win)."""
     config = _lower_keys(dict(profiler_config))
     parameters = _lower_keys(config.get("profilingparameters") or {})
     if not isinstance(parameters, dict):

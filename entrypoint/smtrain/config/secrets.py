@@ -19,6 +19,7 @@ __all__ = ["MASK", "Redactor", "looks_secret"]
 
 
 def looks_secret(name: str) -> bool:
+    """A variable or hyperparameter name whose value must never be shown."""
     return bool(SECRET_NAME.search(name))
 
 

@@ -34,10 +34,12 @@ class PipePosition(NamedTuple):
 
 
 def fingerprint_file(channel: str, rank: int) -> str:
+    """The file, inside a checkpoint, of the fingerprints a rank consumed in a channel's epoch."""
     return f"{PIPES_FOLDER}/{channel}.rank{rank}.fp"
 
 
 class Checkpoint(NamedTuple):
+    """A complete checkpoint on disk: its step, folder, Pipe positions and extra state."""
     step: int
     path: Path
     pipes: tuple[Mapping[str, PipePosition], ...]  # per rank (rank 0 first)
@@ -75,6 +77,7 @@ def _log(message: str) -> None:
 
 
 def file_crc(path: Path) -> int:
+    """CRC32C of a file's bytes (what a checkpoint's manifest records)."""
     from crc32c import crc32c  # the hardware CRC, as Pipe mode uses
 
     crc = 0

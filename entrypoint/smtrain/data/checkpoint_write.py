@@ -67,6 +67,7 @@ def folder_bytes(folder: Path) -> int:
 
 
 def human_bytes(n: float) -> str:
+    """A byte count for people: `512 B`, `3.2 MB`."""
     if n < 1000:
         return f"{n:.0f} B"
     for unit in ("KB", "MB", "GB"):
@@ -77,6 +78,7 @@ def human_bytes(n: float) -> str:
 
 
 def free_bytes(folder: Path) -> Optional[int]:
+    """Free bytes on the folder's file system; None where it cannot be read."""
     try:
         return shutil.disk_usage(folder).free
     except OSError:

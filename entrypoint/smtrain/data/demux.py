@@ -73,6 +73,7 @@ Span = tuple[int, int]
 
 
 class EpochResult(NamedTuple):
+    """How one epoch was dealt: records per rank, ranks dropped, records left over."""
     records: dict[int, int]  # records dealt to each reading rank (nothing when passed through)
     dropped: tuple[int, ...]  # ranks that never opened their FIFO or went away
     left_over: int = 0  # records at the epoch's end too few for one more round, not dealt
@@ -372,6 +373,7 @@ def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`python -m smtrain.data.demux`: deal one channel's FIFO to this host's ranks, epoch after epoch."""
     parser = argparse.ArgumentParser(prog="python -m smtrain.data.demux", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, type=Path)

@@ -146,6 +146,7 @@ class Feeder:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`python -m smtrain.data.feeder`: play SageMaker's side of Pipe mode from local files."""
     parser = argparse.ArgumentParser(prog="python -m smtrain.data.feeder", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", default=os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"))

@@ -22,6 +22,7 @@ Buffer = Union[bytes, bytearray, memoryview]
 
 
 def fingerprint(record: Buffer) -> int:
+    """A record's 64-bit fingerprint (XXH3-64)."""
     from xxhash import xxh3_64_intdigest  # imported on first use: nothing is loaded at import time
 
     return xxh3_64_intdigest(record)
@@ -38,6 +39,7 @@ def to_bytes(fingerprints: "array[int]") -> bytes:
 
 
 def from_bytes(data: bytes) -> "array[int]":
+    """Fingerprints as a fingerprint file stores them (8 bytes each)."""
     if len(data) % 8:
         raise ValueError(f"a fingerprint file holds 8-byte values; got {len(data)} bytes")
     values = array("Q")

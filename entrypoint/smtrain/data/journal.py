@@ -26,6 +26,8 @@ def _warn(message: str) -> None:
 
 
 class ReadJournal:
+    """What a reader consumed of each channel's epoch, for a checkpoint to record and a restart to skip."""
+
     def __init__(self) -> None:
         self._current: dict[str, Journal] = {}
         self._resumed: dict[str, "array[int]"] = {}

@@ -13,8 +13,10 @@ LIBRARY_DIR_ENV = "SMTRAIN_NATIVE_DIR"  # another folder than <venv>/lib/smtrain
 
 
 def library_dir() -> Path:
+    """Where the native libraries are: <venv>/lib/smtrain-native, or $SMTRAIN_NATIVE_DIR."""
     return Path(os.environ.get(LIBRARY_DIR_ENV) or Path(sys.prefix) / "lib" / "smtrain-native")
 
 
 def native_wanted() -> bool:
+    """False when SMTRAIN_NATIVE_PIPES=0 asks for the Python reader."""
     return os.environ.get(NATIVE_ENV, "1") != "0"

@@ -33,6 +33,8 @@ IOV_MAX = 1024
 
 
 class CorruptRecord(ValueError):
+    """A record whose framing or CRC is wrong, with its byte offset in the stream."""
+
     def __init__(self, offset: int, reason: str) -> None:
         super().__init__(f"{reason} at byte offset {offset}")
         self.offset = offset
@@ -57,6 +59,7 @@ def masked_crc(data: bytes | bytearray | memoryview) -> int:
 
 
 def encode_tfrecord(data: bytes) -> bytes:
+    """One TFRecord: length, its masked CRC, the data and its masked CRC."""
     length = struct.pack("<Q", len(data))
     return length + _U32.pack(masked_crc(length)) + data + _U32.pack(masked_crc(data))
 

@@ -32,6 +32,7 @@ __all__ = ["PipeChannel", "assign_pipes"]
 
 
 class PipeChannel(NamedTuple):
+    """A channel read through FIFOs: its name, record format and whether it is shuffled."""
     name: str
     record_format: RecordFormat
     shuffled: bool = False  # it has a ShuffleConfig

@@ -84,6 +84,7 @@ def describe(channels: tuple[str, ...]) -> str:
 
 
 class CheckpointCarry(NamedTuple):
+    """Where a local run restores its checkpoint folder from, and where it keeps it at the end."""
     restore_from: Optional[Path]  # the `checkpoints` channel's folder, copied into an empty checkpoint folder
     keep_in: Optional[Path]  # local mode: where the checkpoint folder is copied when the job ends
 

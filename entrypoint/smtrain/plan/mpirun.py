@@ -53,17 +53,20 @@ NOT_EXPORTED_PREFIXES = ("BASH_FUNC_", "OMPI_", "PMIX_", "OPAL_", "ORTE_")
 
 
 class MpirunCommand(NamedTuple):
+    """The mpirun command line and the environment it runs with."""
     argv: tuple[str, ...]
     env: dict[str, str]  # the environment mpirun runs with; -x names what travels, values stay off argv
 
 
 class MpiLayout(NamedTuple):
+    """Which hosts run how many ranks each, and how many in all."""
     hosts: tuple[str, ...]
     processes_per_host: int
     num_processes: int
 
 
 def layout(hosts: Sequence[str], processes_per_host: Optional[int], num_processes: Optional[int], num_gpus: int) -> MpiLayout:
+    """The ranks' layout: processes per host as asked, else one per GPU, else one."""
     per_host = processes_per_host or max(num_gpus, 1)
     return MpiLayout(tuple(hosts), per_host, num_processes or per_host * len(hosts))
 
@@ -76,6 +79,7 @@ def choose_interface(wanted: Optional[str], network: NetworkFacts) -> Optional[s
 
 
 def is_exported(name: str) -> bool:
+    """Whether mpirun passes the variable to the ranks (`-x NAME`)."""
     return (
         name not in NOT_EXPORTED
         and not name.startswith(NOT_EXPORTED_PREFIXES)

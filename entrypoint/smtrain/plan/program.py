@@ -14,12 +14,14 @@ __all__ = ["CodeSource", "ProgramLaunch", "check_program", "plan_program"]
 
 
 class CodeSource(enum.Enum):
+    """Where the program's code comes from."""
     LOCAL_DIR = "local folder"
     TARBALL = "local tarball"
     S3 = "s3 tarball"
 
 
 class ProgramLaunch(NamedTuple):
+    """How the program starts: its folder, path, argv and the code's source."""
     program_dir: Path  # where the code is (after fetching, for a tarball); the program's cwd
     program_path: Path
     argv: tuple[str, ...]
@@ -37,6 +39,7 @@ def _source(spec: ProgramSpec, submit_is_file: bool) -> CodeSource:
 
 def plan_program(spec: Optional[ProgramSpec], code_dir: Path, args: Sequence[str], python: str,
                  submit_is_file: bool) -> ProgramLaunch:
+    """The program's argv and folder (`.py` with the image's Python, `.sh` with bash, else directly)."""
     if spec is None:
         raise ConfigError(
             "no program to run: set hyperparameter 'sagemaker_program' in hyperparameters.json "

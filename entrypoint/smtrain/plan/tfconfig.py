@@ -26,6 +26,7 @@ PS_PORT = 2223
 
 
 class Task(NamedTuple):
+    """One process of a TF strategy job: its rank, host and TF_CONFIG task."""
     rank: int  # unique in the job: program tasks first (host order), then parameter servers
     host: str
     type: str  # TF_CONFIG's task type: master, worker or ps

@@ -21,6 +21,7 @@ __all__ = ["Helper", "HelperGroup", "spawn_helper", "stop_all"]
 
 
 class Helper(NamedTuple):
+    """A process the toolkit runs beside the program (the monitor, a demultiplexer, sshd)."""
     name: str  # for log lines: "monitor", "demultiplexer train", "sshd"
     process: subprocess.Popen
 

@@ -30,6 +30,7 @@ STDERR_TAIL_BYTES = 8192
 
 
 class ProcessResult(NamedTuple):
+    """How a supervised program ended, and what that takes to explain it."""
     exit_code: int  # the program's status; 128+N when a signal ended it
     term_signal: Optional[int]  # the signal that ended it, if one did
     shutdown_signal: Optional[int]  # the first SIGTERM/SIGINT/SIGHUP that `train` received

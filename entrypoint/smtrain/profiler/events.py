@@ -56,10 +56,12 @@ def bin_of(ms: float) -> int:
 
 
 def bin_centre_ms(index: int) -> float:
+    """The duration (ms) at the centre of a summary histogram's bin."""
     return 2.0 ** ((index + 0.5) / BINS_PER_OCTAVE)
 
 
 class StepEvent(NamedTuple):
+    """One step, gap between steps or epoch of one rank, as a framework event holds it."""
     node: str  # <rank>-<host>
     kind: str  # STEP, BETWEEN or EPOCH
     mode: str  # TRAIN, EVAL or PREDICT
@@ -105,10 +107,12 @@ def rank_of(node: str) -> int:
 
 
 def node_id(rank: int, host: str) -> str:
+    """smdebug's node id of a rank: `<rank>-<host>`."""
     return f"{rank}-{host}".replace("_", "-")
 
 
 def temp_path(out: Path, node: str) -> Path:
+    """The event file a rank is writing (renamed to its final path when closed)."""
     return out / "framework" / f"{node}_{SUFFIX}.tmp"
 
 
@@ -118,6 +122,7 @@ def stopped_path(out: Path, node: str) -> Path:
 
 
 def final_path(out: Path, node: str, end_us: int) -> Path:
+    """smdebug's path of a closed event file: framework/pevents/<hour>/<end_us>_<node>_....json."""
     hour = time.strftime("%Y%m%d%H", time.gmtime(end_us / 1e6))
     return out / "framework" / "pevents" / hour / f"{end_us}_{node}_{SUFFIX}"
 
@@ -127,6 +132,7 @@ def phase_name(kind: str, mode: str) -> str:
 
 
 def file_header(base_us: int) -> str:
+    """The trace file's opening: smdebug's process metadata with the file's base time."""
     return ("[\n" + json.dumps({"name": "process_name", "ph": "M", "pid": 0,
                         "args": {"start_time_since_epoch_in_micros": base_us}}) + ",\n"
             + json.dumps({"name": "process_sort_index", "ph": "M", "pid": 0, "args": {"sort_index": 0}}) + ",\n")

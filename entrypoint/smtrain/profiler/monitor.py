@@ -37,6 +37,7 @@ ROTATE_S = 60
 
 
 class Sample(NamedTuple):
+    """One system metric's value, as smdebug's system-metrics files hold it."""
     type: str
     name: str
     dimension: str
@@ -44,11 +45,13 @@ class Sample(NamedTuple):
 
 
 def event_line(sample: Sample, host: str, timestamp: float) -> str:
+    """A sample as one line of smdebug's system-metrics file."""
     return json.dumps({"Type": sample.type, "Name": sample.name, "Dimension": sample.dimension,
                        "Value": round(sample.value, 4), "NodeId": host, "Timestamp": round(timestamp, 6)})
 
 
 def file_path(out: Path, host: str, started: float) -> Path:
+    """smdebug's path of a system-metrics file: system/incremental/<hour>/<epoch_s>.<host>.json."""
     hour = time.strftime("%Y%m%d%H", time.gmtime(started))
     return out / "system" / "incremental" / hour / f"{int(started)}.{host}.json"
 
@@ -106,6 +109,8 @@ class GpuSampler:
 
 
 class HostSampler:
+    """Samples this host's CPUs, memory, I/O, network and GPUs (psutil, NVML)."""
+
     def __init__(self, log) -> None:
         import psutil
 
@@ -136,6 +141,7 @@ class HostSampler:
 
 
 def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile of values (the value at the rounded rank, no interpolation); NaN for none."""
     ordered = sorted(values)
     if not ordered:
         return float("nan")
@@ -185,6 +191,7 @@ def run(out: Path, host: str, interval_s: float, stop_requested: Callable[[float
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`python -m smtrain.profiler.monitor`: sample this host until stopped."""
     parser = argparse.ArgumentParser(prog="python -m smtrain.profiler.monitor", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True, type=Path)

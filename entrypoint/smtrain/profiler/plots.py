@@ -36,6 +36,7 @@ def _png(figure: Any) -> bytes:
 
 
 def utilisation(series: Series, start: float) -> Optional[Picture]:
+    """CPU, GPU and memory utilisation over time, per host."""
     if not series:
         return None
     plt = _pyplot()
@@ -62,6 +63,7 @@ def utilisation(series: Series, start: float) -> Optional[Picture]:
 
 
 def cores(series: Series, host: str) -> Optional[Picture]:
+    """A host's CPU cores' utilisation over time (a heat map)."""
     names = sorted((n for h, n, d in series if h == host and d == "CPUUtilization" and n[3:].isdigit()),
                    key=lambda n: int(n[3:]))
     if not names:
@@ -110,6 +112,7 @@ def _with_steps(ranks: dict[str, RankStats]) -> dict[str, RankStats]:
 
 
 def step_histograms(ranks: dict[str, RankStats]) -> Optional[Picture]:
+    """Each rank's histogram of training step durations."""
     ranks = _with_steps(ranks)
     if not ranks:
         return None
@@ -133,6 +136,7 @@ def step_histograms(ranks: dict[str, RankStats]) -> Optional[Picture]:
 
 
 def breakdown(ranks: dict[str, RankStats], phases_s: dict[str, float]) -> Optional[Picture]:
+    """Where each rank's time went: train, eval, predict, between steps; and the job's phases."""
     if not ranks:
         return None
     plt = _pyplot()
@@ -154,6 +158,7 @@ def breakdown(ranks: dict[str, RankStats], phases_s: dict[str, float]) -> Option
 
 
 def spread(ranks: dict[str, RankStats]) -> Optional[Picture]:
+    """The spread of step durations across ranks (box plots)."""
     ranks = _with_steps(ranks)
     if not ranks:
         return None
@@ -170,6 +175,7 @@ def spread(ranks: dict[str, RankStats]) -> Optional[Picture]:
 
 
 def utilisation_against_steps(series: Series, events: list[StepEvent], start: float) -> Optional[Picture]:
+    """Utilisation and training steps on one time axis."""
     events = [e for e in events if not isinstance(e, StepSummary)]
     train = [e for e in events if e.kind == STEP and e.mode == "TRAIN"]
     if not train or not series:
@@ -202,6 +208,7 @@ def utilisation_against_steps(series: Series, events: list[StepEvent], start: fl
 
 
 def timeline_shares(timeline: TimelineStats) -> Optional[Picture]:
+    """Horovod's timeline: the share of each collective activity."""
     if not timeline.by_activity:
         return None
     plt = _pyplot()

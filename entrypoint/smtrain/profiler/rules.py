@@ -62,6 +62,7 @@ Series = dict[tuple[str, str, str], list[tuple[float, float]]]
 
 
 class RuleResult(NamedTuple):
+    """A rule's verdict, with its reason and recommendation."""
     rule: str
     triggered: bool
     reason: str
@@ -93,10 +94,12 @@ def load_series(folders: Iterable[Path]) -> Series:
 
 
 def hosts(series: Series) -> list[str]:
+    """The hosts that have samples."""
     return sorted({h for h, _, _ in series})
 
 
 def gpus(series: Series, host: str) -> list[str]:
+    """A host's GPUs that have samples."""
     return sorted({n for h, n, d in series if h == host and d == "GPUUtilization"})
 
 
@@ -276,4 +279,5 @@ def run_rules(rules: Mapping[str, Any], defaults: Mapping[str, Mapping[str, floa
 
 
 def evaluate(series: Series, overrides: Optional[Mapping[str, Mapping[str, float]]] = None) -> list[RuleResult]:
+    """Every system rule over the samples, with `overrides` of their parameters."""
     return run_rules(RULES, DEFAULTS, RECOMMENDATIONS, series, overrides)

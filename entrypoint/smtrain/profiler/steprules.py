@@ -113,6 +113,7 @@ class RankStats(NamedTuple):
 
 
 class JobPhases(NamedTuple):
+    """The job's start, its first and last training step, and its end."""
     start: float
     first_step: Optional[float]
     last_step: Optional[float]
@@ -136,6 +137,7 @@ class JobPhases(NamedTuple):
 
 
 class StepContext(NamedTuple):
+    """What the step rules judge: every rank's statistics, the phases, Horovod's timeline."""
     ranks: dict[str, RankStats]
     phases: JobPhases
     timeline: Optional[TimelineStats]
@@ -196,6 +198,7 @@ def rank_stats(events: Iterable[Union[StepEvent, StepSummary]]) -> dict[str, Ran
 
 
 def phases(events: Iterable[Union[StepEvent, StepSummary]], start: float, end: float) -> JobPhases:
+    """The job's phases from its step events: start-up, training loop, finalisation."""
     steps = [e for e in events if e.kind == STEP]
     train = [e.start for e in steps if e.mode == "TRAIN"]
     first = min(train) if train else (min(e.start for e in steps) if steps else None)
@@ -306,4 +309,5 @@ RULES = {
 
 
 def evaluate(ctx: StepContext, overrides: Optional[Mapping[str, Mapping[str, float]]] = None) -> list[RuleResult]:
+    """Every step rule, with `overrides` of their parameters."""
     return run_rules(RULES, DEFAULTS, RECOMMENDATIONS, ctx, overrides)

@@ -17,6 +17,7 @@ __all__ = ["TimelineStats", "read_timeline", "summarise_timeline"]
 
 
 class TimelineStats(NamedTuple):
+    """What Horovod's timeline shows: time in collectives, by activity."""
     path: str
     span_s: float  # first to last event
     collective_s: float  # time during which any tensor was in a collective (a union over tensors)
@@ -44,6 +45,7 @@ def _union(intervals: list[tuple[float, float]]) -> float:
 
 
 def summarise_timeline(events: list[dict], path: str = "") -> Optional[TimelineStats]:
+    """The statistics of a Horovod timeline's events; None when it has none."""
     stacks: dict[object, list[tuple[str, float]]] = {}
     spans: dict[str, list[tuple[float, float]]] = {}
     times: list[float] = []

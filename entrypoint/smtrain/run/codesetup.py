@@ -67,6 +67,7 @@ def _extract_safely(archive: "tarfile.TarFile", dest: Path) -> None:
 
 
 def install_requirements(python: str, requirements: Path) -> None:
+    """pip-install the code's requirements.txt; CodeSetupFailed when it fails."""
     log(f"installing {requirements}")
     done = subprocess.run([python, "-m", "pip", "install", "--no-input", "-r", str(requirements)],
                           stdout=2, cwd=requirements.parent)

@@ -39,6 +39,8 @@ def connect_to_master(host: str, master: str, port: int, deadline: float, wait_s
 
 
 class MasterLink:
+    """A worker's link to the master: heartbeats both ways, and the master's start, signals, abort and end."""
+
     def __init__(self, client: ControlClient, master: str, silence_s: float, waker: SignalWaker) -> None:
         self._client, self._master, self._silence_s, self._waker = client, master, silence_s, waker
         self._started = threading.Event()

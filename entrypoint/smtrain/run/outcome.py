@@ -247,6 +247,7 @@ def render(outcome: JobOutcome, failure_file: Path, at_start: FileState, success
 
 
 def write_atomically(path: Path, text: str) -> None:
+    """Write `text` to `path` so that a reader sees all of it or nothing."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text, encoding="utf-8")
@@ -265,6 +266,7 @@ def report_failure(path: Path, text: str, at_start: FileState, redact: Callable[
 
 
 def report_success(path: Path) -> None:
+    """Leave output/success, as SageMaker's toolkits do (a failure to write it is ignored: the exit status tells)."""
     try:
         write_atomically(path, "")
     except OSError:

@@ -53,6 +53,7 @@ class WorkerRole(Protocol):
 class Policy:
     # A task's failure (its final report, a worker's program ending non-zero) ends the job at once.
     # False where the launcher does it itself (mpirun aborts the job when a rank fails).
+    """A distribution kind's decisions; every hook has the role's object to act on."""
     ends_on_task_failure = False
 
     def peers(self, plan: LaunchPlan) -> Peers:

@@ -14,6 +14,7 @@ import threading
 
 
 def main() -> int:
+    """`python -m smtrain.run.psserver`: a TF parameter server, from TF_CONFIG, until stopped."""
     stop = {signal.SIGTERM, signal.SIGINT}
     signal.pthread_sigmask(signal.SIG_BLOCK, stop)  # before any thread starts: only sigwait takes them
     config = json.loads(os.environ["TF_CONFIG"])

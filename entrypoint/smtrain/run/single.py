@@ -22,6 +22,7 @@ __all__ = ["run_single"]
 
 
 def run_single(job: HostJob) -> JobOutcome:
+    """A program on its own on this host, under the stall watchdog; its outcome."""
     plan = job.plan
     log(f"host {plan.host}: starting {shlex.join(plan.argv)}")
     env = with_startup_hook(plan.child_env(job.inherited_env))

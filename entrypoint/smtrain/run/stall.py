@@ -28,12 +28,14 @@ __all__ = ["RankProgress", "Stall", "StallEvidence", "StallWatch"]
 
 
 class StallEvidence(enum.Enum):
+    """What shows a stall: Horovod's stall inspector, ranks waiting in hvd.init(), or steps that stopped."""
     COLLECTIVE = "collective"
     INIT = "init"
     STEPS = "steps"
 
 
 class RankProgress(NamedTuple):
+    """A rank's step count when the stall was found."""
     host: str
     rank: int
     steps: int
@@ -41,6 +43,7 @@ class RankProgress(NamedTuple):
 
 
 class Stall(NamedTuple):
+    """A stall found: its evidence, how long the ranks were quiet, which ranks."""
     evidence: StallEvidence
     quiet_s: float  # how long the named ranks (or, for STEPS, every rank) made no progress
     stopped: tuple[RankProgress, ...]  # the ranks named; for STEPS with equal counts, every rank
@@ -78,6 +81,8 @@ class _Rank:
 
 
 class StallWatch:
+    """The stall watchdog's judgement (pure): what the ranks report, and when it adds up to a stall."""
+
     def __init__(self, timeout_s: float, now: float) -> None:
         self.timeout_s = timeout_s
         self._ranks: dict[int, _Rank] = {}

@@ -21,6 +21,7 @@ __all__ = ["INTERNAL_VARIABLES", "RANK_CONTRACT_ENV", "RankContract", "without_i
 
 
 class RankContract(NamedTuple):
+    """What the master tells every rank launcher: where to report, the token, the grace period, the FIFOs."""
     control_host: str  # where the master's control server listens
     control_port: int
     token: str  # authenticates this job's rank reports

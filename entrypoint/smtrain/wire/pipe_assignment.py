@@ -24,12 +24,14 @@ __all__ = ["DEMUX_FOLDER", "PipeAssignment", "PipeMode", "demux_folder", "demux_
 
 
 class PipeMode(enum.Enum):
+    """How a channel reaches the ranks: one FIFO, per-rank channels, or the demultiplexer."""
     DIRECT = "direct"
     PER_RANK = "per-rank"
     DEMUX = "demux"
 
 
 class PipeAssignment(NamedTuple):
+    """Which FIFOs each rank reads for one channel."""
     channel: str  # the logical channel the program asks for
     mode: PipeMode
     record_format: RecordFormat
@@ -54,6 +56,7 @@ def pipe_variable(kind: str, channel: str) -> str:
 
 
 def pipe_env(assignments: Sequence[PipeAssignment], local_rank: int, rank: int = 0) -> dict[str, str]:
+    """The SM_PIPE_* variables of one rank."""
     env = {}
     for a in assignments:
         env[pipe_variable("", a.channel)] = a.for_rank(local_rank, rank)
@@ -72,6 +75,7 @@ def channel_mode(channel: str, environ: Mapping[str, str]) -> PipeMode:
 
 
 def demux_folder(data_dir: Path) -> Path:
+    """Where the demultiplexers make the ranks' FIFOs."""
     return data_dir / DEMUX_FOLDER
 
 

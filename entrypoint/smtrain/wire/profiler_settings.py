@@ -34,6 +34,7 @@ class Window(NamedTuple):
 
 
 class ProfilerSettings(NamedTuple):
+    """What each rank's start-up hook needs to record its steps."""
     out: str  # the host's profiler folder (output/profiler): framework/ goes under it
     host: str  # the host's name, part of each rank's node id (`<rank>-<host>`, as smdebug names it)
     steps: bool = True  # step metrics (framework events)

@@ -32,6 +32,7 @@ class InitPhase(enum.IntEnum):
 
 
 class Counts(NamedTuple):
+    """What a rank's progress file holds: steps, other signs of life, where hvd.init() is."""
     steps: int = 0
     beats: int = 0  # signs of life other than steps
     init: InitPhase = InitPhase.NOT_REACHED

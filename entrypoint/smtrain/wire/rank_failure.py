@@ -15,6 +15,7 @@ __all__ = ["HOROVOD_CONSEQUENCE", "TF_COLLECTIVE_CONSEQUENCE", "RankFailure", "i
 
 
 class RankFailure(NamedTuple):
+    """A rank's failure as its launcher reports it to the master."""
     host: str
     rank: int
     local_rank: int

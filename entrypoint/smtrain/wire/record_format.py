@@ -9,6 +9,7 @@ __all__ = ["RecordFormat"]
 
 
 class RecordFormat(enum.Enum):
+    """A Pipe channel's record format."""
     TFRECORD = "tfrecord"
     RECORDIO = "recordio"
     LINES = "lines"

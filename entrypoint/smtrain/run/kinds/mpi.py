@@ -44,6 +44,8 @@ def _mpi(plan: LaunchPlan) -> MpiPlan:
 
 
 class MpiPolicy(Policy):
+    """MPI (Horovod): mpirun on the master; sshd and signal forwarding on the workers."""
+
     def peers(self, plan: LaunchPlan) -> MpiPlan:
         return _mpi(plan)
 

@@ -35,6 +35,7 @@ def _strategy(plan: LaunchPlan) -> StrategyPlan:
 
 
 class StrategyPolicy(Policy):
+    """TF strategies: every host runs its task; a failed task ends the job."""
     ends_on_task_failure = True
 
     def __init__(self, waits_for_every_worker: bool) -> None:
