@@ -10,16 +10,20 @@ the end: the default) and off (`sagemaker_system_monitor` and `sagemaker_framewo
 `--program timed` (default) runs ranks that import no framework (programs/timed_rank.py: the
 toolkit's own latencies); `--program hvd` a Horovod TensorFlow job of 10 steps
 (programs/hvd_timed.py), whose ranks' interpreter exits (TensorFlow, Horovod, MPI) count too.
+`--steps N`: each timed rank also takes N steps (`smtrain.progress.step()`), which the step profiler
+records and every worker ships to the master for the job's one report (the report must then count
+every rank's steps).
 
-    /opt/smtrain/venv/bin/python benchmarks/bench_multihost.py [--hosts 2 4 8] [--repeat 3] [--program timed|hvd]
+    /opt/smtrain/venv/bin/python benchmarks/bench_multihost.py [--hosts 2 4 8] [--repeat 3] [--program timed|hvd] [--steps N]
 
-Anchor (sagemaker-training 4.9.0, measured on simulated hosts by an earlier session): its workers sleep
+Anchor (sagemaker-training 4.9.0, measured on simulated hosts): its workers sleep
 30 s after the job and poll every 30 s, so a job end takes >= 30 s to reach every host; a rank
 failing on a worker leaves that worker hanging; a job shorter than its 1 s poll is never seen.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import time
@@ -41,13 +45,15 @@ def _read_times(cluster: Cluster, pattern: str) -> list[float]:
     return [float(p.read_text()) for h in cluster.hosts for p in (h.ml / "output" / "data").glob(pattern)]
 
 
-def one_run(num_hosts: int, die: bool, program: str, profiler: bool) -> dict[str, float]:
+def one_run(num_hosts: int, die: bool, program: str, profiler: bool, steps: int = 0) -> dict[str, float]:
     with Cluster(f"bm{num_hosts}", num_hosts, net=200 + num_hosts) as cluster:
         ranks = num_hosts * PER_HOST
         hps = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": PER_HOST, "run-for": 1,
                **({} if profiler else PROFILER_OFF)}
         if die:
             hps["die-rank"] = ranks - 1
+        elif steps:
+            hps["steps"] = steps
         cluster.write_job(hps, program=PROGRAMS["timed" if die else program])
         started, started_mono = time.time(), time.monotonic()
         cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
@@ -72,6 +78,10 @@ def one_run(num_hosts: int, die: bool, program: str, profiler: bool) -> dict[str
             report = cluster.hosts[0].ml / "output" / "data" / "profiler-report" / "summary.json"
             if profiler and not report.is_file():
                 raise RuntimeError("the master wrote no profiler report")
+            if profiler and steps:
+                counted = {n: r["steps"]["TRAIN"] for n, r in json.loads(report.read_text())["ranks"].items()}
+                if len(counted) != ranks or set(counted.values()) != {steps}:
+                    raise RuntimeError(f"the master's report counted {counted}, not {steps} steps on {ranks} ranks")
         return result
 
 
@@ -80,6 +90,7 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, nargs="+", default=[2, 4, 8])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--program", choices=sorted(PROGRAMS), default="timed")
+    parser.add_argument("--steps", type=int, default=0, help="steps each timed rank takes (smtrain.progress.step)")
     args = parser.parse_args()
     print(f"{PER_HOST} ranks per host, program {args.program}; median of {args.repeat} runs; seconds")
     print(f"{'hosts':>6}{'profiler':>10}{'launch':>10}{'end master':>12}{'end worker':>12}{'failure':>10}"
@@ -87,7 +98,7 @@ def main() -> None:
     figures = {}
     for hosts in args.hosts:
         for profiler in (True, False):
-            runs = [one_run(hosts, False, args.program, profiler) for _ in range(args.repeat)]
+            runs = [one_run(hosts, False, args.program, profiler, args.steps) for _ in range(args.repeat)]
             fails = [one_run(hosts, True, args.program, profiler) for _ in range(args.repeat)]
             got = {key: statistics.median(r[key] for r in runs) for key in
                    ("launch", "job_end_master", "job_end_worker", "script_end_master", "script_end_worker")}

@@ -133,6 +133,10 @@ def test_worker_host_dies_mid_job(make_cluster) -> None:
     assert statuses == {"algo-1": 69, "algo-2": 69}, statuses  # HostLost, as for every kind of job
     assert (cluster.hosts[0].failure() or "").startswith("HostLost: lost worker host algo-3"), cluster.hosts[0].stderr()[-2000:]
     assert cluster.hosts[0].leftovers() == [] and cluster.hosts[1].leftovers() == []
+    # the master's one report for the job still comes: it names the host that died, covers the rest
+    summary = json.loads((cluster.hosts[0].ml / "output" / "data" / "profiler-report" / "summary.json").read_text())
+    assert "host algo-3 is missing from this report: lost during the job" in summary["notes"], summary["notes"]
+    assert {"algo-1", "algo-2"} <= set(summary["hosts"]), summary["hosts"]
 
 
 def test_a_worker_cut_off_then_killed_ends_the_job_on_every_host(make_cluster) -> None:

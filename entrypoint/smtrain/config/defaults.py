@@ -3,7 +3,7 @@ from __future__ import annotations
 
 __all__ = ["ABORT_GRACE_S", "DEFAULT_BASE_DIR", "DEFAULT_CONTROL_PORT", "DEFAULT_GRACE_PERIOD_S",
     "DEFAULT_MONITOR_INTERVAL_MS", "DEFAULT_SSHD_CONFIG", "DEFAULT_SSHD_PORT", "DEFAULT_STALL_TIMEOUT_S",
-    "HEARTBEAT_S", "HEARTBEAT_TIMEOUT_S", "HELPER_STOP_S", "REPORT_TIMEOUT_S", "SSHD", "STACK_DUMP_WAIT_S", "STALL_EXIT_HOLD_S",
+    "HEARTBEAT_S", "HEARTBEAT_TIMEOUT_S", "HELPER_STOP_S", "PROFILE_WAIT_S", "REPORT_TIMEOUT_S", "SSHD", "STACK_DUMP_WAIT_S", "STALL_EXIT_HOLD_S",
     "default_peer_wait_s"]
 
 DEFAULT_BASE_DIR = "/opt/ml"
@@ -32,6 +32,8 @@ ABORT_GRACE_S = 5.0
 HELPER_STOP_S = 3.0
 # The profiler report written when a job ends: at most this long (it never changes the job's outcome).
 REPORT_TIMEOUT_S = 120.0
+# How long the master waits for the workers' profiler data after the job's end (a lost host: not at all).
+PROFILE_WAIT_S = 10.0
 
 
 def default_peer_wait_s(num_hosts: int) -> float:

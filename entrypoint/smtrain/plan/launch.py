@@ -24,10 +24,11 @@ from .shape import Distribution, JobShape, Role, job_shape
 from .tfconfig import Task, container_env, tasks_of, tf_config
 
 __all__ = ["PLANNERS", "Distribution", "JobShape", "KindInputs", "KindPlan", "LaunchPlan", "MpiPlan", "Role", "StrategyPlan",
-           "dumps", "horovod_timeline", "plan_launch", "profiler_env", "report_command"]
+           "dumps", "horovod_timeline", "plan_launch", "profiler_env", "profiler_folder", "report_command"]
 
 
 class MpiPlan(NamedTuple):
+    """An MPI job as this host sees it: the master, the workers, the layout, the control channel, sshd."""
     master: str
     workers: tuple[str, ...]
     layout: MpiLayout
@@ -85,6 +86,7 @@ class StrategyPlan(NamedTuple):
 
 
 class LaunchPlan(NamedTuple):
+    """Everything this host does for the job, decided before anything starts (`train --dry-run` prints it)."""
     shape: JobShape  # the job's distribution kind, its hosts and master, this host's role (plan.shape)
     host: str
     program: ProgramLaunch
@@ -104,6 +106,7 @@ class LaunchPlan(NamedTuple):
     demux: tuple[tuple[str, ...], ...]  # demultiplexer processes this host runs beside the ranks
     monitor: tuple[str, ...]  # the system monitor's command; empty when switched off
     report: tuple[str, ...]  # the profiler report's command, run when the job ends (master, single); or empty
+    profiler_dir: Optional[Path]  # this host's output/profiler when the profiler is on (workers ship it to the master)
     emulated: tuple[str, ...]  # File channels streamed as Pipe mode from their files (plan.localmode)
     feeder: tuple[str, ...]  # the local feeder's command for them; empty without any
     checkpoint_dir: Path
@@ -147,6 +150,7 @@ class LaunchPlan(NamedTuple):
             "demux": [list(argv) for argv in self.demux],
             "monitor": list(self.monitor),
             "report": list(self.report),
+            "profiler_dir": str(self.profiler_dir) if self.profiler_dir else None,
             "emulated_pipes": list(self.emulated),
             "feeder": list(self.feeder),
             "restore_checkpoints_from": str(self.restore_checkpoints_from) if self.restore_checkpoints_from else None,
@@ -248,10 +252,17 @@ def horovod_timeline(config: TrainingConfig, program_dir: Path) -> Optional[Path
     return program_dir / value
 
 
+def profiler_folder(config: TrainingConfig) -> Optional[Path]:
+    """This host's profiler folder, when the system monitor or step metrics are on."""
+    if config.monitor_interval_ms is None and not config.profiling.steps:
+        return None
+    return config.paths.output_dir / "profiler"
+
+
 def report_command(config: TrainingConfig, python: str, program_dir: Path) -> tuple[str, ...]:
     """`train report` over this host's profiler folder into output/data (SageMaker packs it into
     output.tar.gz). `run` adds `--since` (the job's start) when it runs it."""
-    if config.monitor_interval_ms is None and not config.profiling.steps:
+    if profiler_folder(config) is None:
         return ()
     timeline = horovod_timeline(config, program_dir) if config.mpi.enabled else None
     return (python, "-m", "smtrain.profiler.job_report", str(config.paths.output_dir / "profiler"),
@@ -288,6 +299,7 @@ class KindPlan(NamedTuple):
 
 
 class KindInputs(NamedTuple):
+    """What a distribution kind's planner gets to decide this host's part."""
     config: TrainingConfig
     facts: HostFacts
     python: str
@@ -395,6 +407,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         demux=demux_commands(kind.pipes, config.paths.input_data_dir, kind.ranks_per_host, python, resume),
         monitor=monitor_command(config, python),
         report=report_command(config, python, launch.program_dir) if shape.role in (Role.SINGLE, Role.MASTER) else (),
+        profiler_dir=profiler_folder(config),
         emulated=emulated,
         feeder=feeder_command(config, emulated, python),
         checkpoint_dir=config.checkpoint_dir,

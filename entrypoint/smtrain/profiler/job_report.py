@@ -41,6 +41,7 @@ TOP_OUTLIERS = 10
 
 def summarise(series: Series, results: list[RuleResult], ctx: Optional[steprules.StepContext] = None,
               outliers: Sequence[dict[str, Any]] = (), notes: Sequence[str] = ()) -> dict[str, Any]:
+    """The report's summary.json: per host utilisation, per rank steps, the rules, outliers and notes."""
     summary: dict[str, Any] = {"hosts": {}, "rules": [r.to_json() for r in results], "notes": list(notes)}
     for host in hosts(series):
         entry: dict[str, Any] = {}
@@ -99,6 +100,7 @@ def _pct(stats: Optional[dict[str, Any]]) -> str:
 
 
 def render_html(summary: dict[str, Any], pictures: Sequence[plots.Picture], title: str = "Profiler report") -> str:
+    """The report as one HTML file, the plots embedded."""
     sections = [f"<h1>{html.escape(title)}</h1>"]
     fired = [r for r in summary["rules"] if r["triggered"]]
     sections.append(f"<p class='verdict'>{len(fired)} of {len(summary['rules'])} rules triggered"
@@ -153,7 +155,7 @@ def _pictures(series: Series, events: list[StepEvent], ctx: steprules.StepContex
     made = [plots.step_times(events, start), plots.step_histograms(ctx.ranks),
             plots.breakdown(ctx.ranks, {"job": ctx.phases.duration_s}), plots.spread(ctx.ranks),
             plots.utilisation_against_steps(series, events, start), plots.utilisation(series, start),
-            *(plots.cores(series, host) for host in hosts(series)),
+            plots.hosts_heatmap(series, start), *(plots.cores(series, host) for host in hosts(series)),
             plots.timeline_shares(ctx.timeline) if ctx.timeline is not None else None]
     return [p for p in made if p is not None]
 
@@ -177,6 +179,7 @@ def _since(series: Series, since: float) -> Series:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """`train report DIR... --out OUT` (and the report at a job's end)."""
     parser = argparse.ArgumentParser(prog="train report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path)
@@ -185,6 +188,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--horovod-timeline", action="append", default=[], type=Path, metavar="FILE")
     parser.add_argument("--since", type=float, default=0.0, help="leave out what came before (seconds since the epoch)")
     parser.add_argument("--job", action="store_true", help="written by train at a job's end: report what exists")
+    parser.add_argument("--note", action="append", default=[], help="a line for the report's top (train: hosts missing from it)")
     parser.add_argument("--no-plots", action="store_true", help="tables and rules only (train, when the job is being stopped)")
     args = parser.parse_args(argv)
     try:
@@ -208,16 +212,19 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     ctx = steprules.StepContext(steprules.rank_stats(events), steprules.phases(events, start, end),
                                 max(timelines, key=lambda t: t.span_s) if timelines else None)
     results = evaluate(series, overrides) + steprules.evaluate(ctx, overrides)
-    notes = stopped_notes(folders)
+    stopped = stopped_notes(folders)
+    notes = [*args.note, *stopped]
     summary = summarise(series, results, ctx, top_outliers(ctx), notes)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     pictures = [] if args.no_plots else _pictures(series, events, ctx)
     (args.out / REPORT_FILE).write_text(render_html(summary, pictures))
     fired = [r.rule for r in results if r.triggered]
-    line = (f"report: {args.out / REPORT_FILE} ({len(hosts(series))} host(s), {len(ctx.ranks)} rank(s) with steps; "
+    measured = set(hosts(series)) | {node.split("-", 1)[1] for node in ctx.ranks if "-" in node}
+    line = (f"report: {args.out / REPORT_FILE} ({len(measured)} host(s), {len(ctx.ranks)} rank(s) with steps; "
             f"rules triggered: {', '.join(fired) or 'none'}"
-            + (f"; step events stopped early on {len(notes)} rank(s)" if notes else "") + ")")
+            + (f"; step events stopped early on {len(stopped)} rank(s)" if stopped else "")
+            + "".join(f"; {note}" for note in args.note) + ")")
     if args.job:  # one of train's own lines in the job's log, whole and marked as such
         sys.stderr.write(f"[train] profiler {line}\n")
         sys.stderr.flush()

@@ -10,7 +10,7 @@ from .rules import Series, gpus, hosts
 from .steprules import RankStats
 from .timeline import TimelineStats
 
-__all__ = ["Picture", "breakdown", "cores", "spread", "step_histograms", "step_times", "timeline_shares",
+__all__ = ["Picture", "breakdown", "cores", "hosts_heatmap", "spread", "step_histograms", "step_times", "timeline_shares",
            "utilisation", "utilisation_against_steps"]
 
 Picture = tuple[str, bytes]
@@ -60,6 +60,37 @@ def utilisation(series: Series, start: float) -> Optional[Picture]:
         ax.legend(loc="upper right", fontsize="small")
         ax.grid(alpha=0.3)
     return "System utilisation per host", _png(figure)
+
+
+def hosts_heatmap(series: Series, start: float, columns: int = 60) -> Optional[Picture]:
+    """Every host's utilisation over time in one heat map: its GPUs' mean where it has GPUs, else its
+    CPU (each cell the mean of its samples in that stretch of the job); for two hosts or more."""
+    names = hosts(series)
+    if len(names) < 2:
+        return None
+    rows_of = {h: [series[(h, g, "GPUUtilization")] for g in gpus(series, h)] or
+               [series.get((h, "cpu_total", "CPUUtilization"), [])] for h in names}
+    times = [t for rows in rows_of.values() for row in rows for t, _ in row]
+    if not times:
+        return None
+    end = max(max(times), start + 1e-6)
+    width = (end - start) / columns
+    grid = []
+    for host in names:
+        sums, counts = [0.0] * columns, [0] * columns
+        for row in rows_of[host]:
+            for t, v in row:
+                cell = min(columns - 1, max(0, int((t - start) / width)))
+                sums[cell], counts[cell] = sums[cell] + v, counts[cell] + 1
+        grid.append([sums[i] / counts[i] if counts[i] else float("nan") for i in range(columns)])
+    plt = _pyplot()
+    figure, ax = plt.subplots(figsize=(10, 1 + 0.35 * len(names)))
+    image = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=100, interpolation="nearest",
+                      extent=(0, end - start, len(names) - 0.5, -0.5))
+    ax.set_yticks(range(len(names)), [f"{h} ({'GPU' if gpus(series, h) else 'CPU'})" for h in names])
+    ax.set_xlabel("seconds since the job's start")
+    figure.colorbar(image, ax=ax)
+    return "Utilisation across hosts (%)", _png(figure)
 
 
 def cores(series: Series, host: str) -> Optional[Picture]:

@@ -1,9 +1,12 @@
 """The master's side of the job's control channel (the protocol: smtrain.wire.control_protocol)."""
 from __future__ import annotations
 
+import base64
+import binascii
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, Mapping, Optional
 
 from ..config.defaults import HEARTBEAT_S, HEARTBEAT_TIMEOUT_S
@@ -38,9 +41,32 @@ class ControlServer:
         self._lost: list[tuple[float, str]] = []
         self._reports: list[RankFailure] = []
         self._done: dict[str, int] = {}  # TF strategy jobs: host -> its program's status
+        self._incoming: Optional[Path] = None  # where workers' profiler archives are written (accept_profiles)
+        self._profile_cap = 0
+        self._shipped: dict[str, Path] = {}  # host -> its complete archive
+        self._gone: set[str] = set()  # workers whose connection has closed
+        self._overflowed: set[str] = set()  # workers whose archive passed the cap: not taken
         self._ended = False
         self._closed = False
         threading.Thread(target=self._accept, name="control-accept", daemon=True).start()
+
+    def accept_profiles(self, folder: Path, cap_bytes: int) -> None:
+        """Take the workers' profiler archives (`profile` messages) into `folder`, at most `cap_bytes` each."""
+        folder.mkdir(parents=True, exist_ok=True)
+        for stale in folder.glob("*.tar.gz"):  # an earlier job's, in a folder reused by local runs
+            stale.unlink(missing_ok=True)
+        self._incoming, self._profile_cap = folder, cap_bytes
+
+    def wait_for_profiles(self, hosts: list[str], deadline: float) -> dict[str, Path]:
+        """The archives of `hosts` that came by `deadline`; a host that is lost or hung up is not waited for."""
+        with self._lock:
+            while True:
+                pending = [h for h in hosts if h not in self._shipped and h not in self._gone
+                           and h not in {lost for _, lost in self._lost}]
+                remaining = deadline - time.monotonic()
+                if not pending or remaining <= 0:
+                    return {h: self._shipped[h] for h in hosts if h in self._shipped}
+                self._lock.wait(remaining)
 
     # -- queries -------------------------------------------------------------------------------
     def wait_for_workers(self, hosts: list[str], deadline: float) -> list[str]:
@@ -164,6 +190,7 @@ class ControlServer:
         self._log(f"worker {host} is ready")
         how = self._until_lost(reader, host)
         with self._lock:
+            self._gone.add(host)
             if self._workers.get(host) is sock:
                 del self._workers[host]
             lost = not self._ended and not self._closed
@@ -232,11 +259,36 @@ class ControlServer:
             if message is None:
                 return "its connection closed"
             silence.heard()
-            if message.type is MessageType.DONE and isinstance(message.fields.get("status"), int):
+            if message.type is MessageType.PROFILE:
+                self._take_profile(host, message.fields)
+            elif message.type is MessageType.DONE and isinstance(message.fields.get("status"), int):
                 with self._lock:
                     self._done[host] = message.fields["status"]
                     self._lock.notify_all()
                 self._on_news()
+
+
+    def _take_profile(self, host: str, fields: Mapping[str, Any]) -> None:
+        """One piece of a worker's profiler archive, appended to its file; complete at `last`."""
+        if self._incoming is None or host in self._shipped or host in self._overflowed:
+            return
+        path = self._incoming / f"{host}.tar.gz"
+        try:
+            piece = base64.b64decode(str(fields.get("data", "")), validate=True)
+        except (binascii.Error, ValueError):
+            self._log(f"worker {host} sent a malformed piece of its profiler data: ignored")
+            return
+        size = path.stat().st_size if path.exists() else 0
+        if size + len(piece) > self._profile_cap:
+            self._overflowed.add(host)  # what came stays incomplete and is not unpacked
+            self._log(f"worker {host} sent more profiler data than {self._profile_cap} bytes: left out")
+            return
+        with open(path, "ab") as f:
+            f.write(piece)
+        if fields.get("last") is True and size + len(piece) > 0:
+            with self._lock:
+                self._shipped[host] = path
+                self._lock.notify_all()
 
 
 def _counts(fields: Mapping[str, Any]) -> Optional[Counts]:

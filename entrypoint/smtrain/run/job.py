@@ -16,7 +16,7 @@ import shutil
 import signal
 import subprocess
 import time
-from typing import Callable, Mapping
+from typing import Callable, Mapping, Sequence
 
 from ..common import linux
 from ..common.console import log, redact
@@ -62,12 +62,14 @@ def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
         helpers.start("system monitor", plan.monitor, preexec_fn=parent_death_signal(signal.SIGTERM))
 
 
-def write_report(argv: tuple[str, ...], since: float, stopping: bool, timeout_s: float = REPORT_TIMEOUT_S) -> None:
+def write_report(argv: tuple[str, ...], since: float, stopping: bool, notes: Sequence[str] = (),
+                 timeout_s: float = REPORT_TIMEOUT_S) -> None:
     """The profiler report over what this job measured (smtrain.profiler.job_report); bounded, and
     whatever it does, the job's outcome stays as it was. `stopping` (a shutdown signal came: a spot
     interruption, `docker stop`): its tables only, in a fraction of a second, without the plots."""
     try:
-        process = spawn_helper([*argv, "--since", f"{since:.3f}", *(("--no-plots",) if stopping else ())])
+        process = spawn_helper([*argv, "--since", f"{since:.3f}", *(("--no-plots",) if stopping else ()),
+                                *(a for note in notes for a in ("--note", note))])
     except OSError as e:
         log(f"the profiler report could not start: {e}")
         return
@@ -88,6 +90,7 @@ class HostJob:
         self.plan, self.inherited_env, self.python, self.waker, self.token = plan, inherited_env, python, waker, token
         self.helpers = HelperGroup()
         self.started_at = time.time()  # wall clock: the report reads events from this job only
+        self.report_notes: list[str] = []  # for the report's top: hosts whose profiler data is missing (run.master)
 
     def start_helpers(self) -> list[int]:
         start_helpers(self.plan, self.helpers)
@@ -105,6 +108,6 @@ class HostJob:
             end_descendants(self.waker, 2.0)  # whatever the job left behind: nothing outlives train
             keep_checkpoints(self.plan.checkpoint_dir, self.plan.keep_checkpoints_in)
         if self.plan.report:
-            write_report(self.plan.report, self.started_at, self.waker.shutdown_seen is not None)
+            write_report(self.plan.report, self.started_at, self.waker.shutdown_seen is not None, self.report_notes)
         success = "the program succeeded" if self.plan.role is Role.SINGLE else "the job succeeded"
         return render(outcome, self.plan.failure_file, at_start, self.plan.success_file, success, redact)

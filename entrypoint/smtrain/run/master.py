@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Optional
 
 from ..common.console import log
 from ..common.signals import SignalWaker
-from ..config.defaults import STACK_DUMP_WAIT_S
+from ..config.defaults import PROFILE_WAIT_S, STACK_DUMP_WAIT_S
 from ..errors import PeersUnreachable, StartupFailed
 from ..proc.supervise import ProcessResult, supervise
 from ..wire.control_protocol import MessageType
@@ -24,7 +25,7 @@ from .policy import Peers, Policy
 from .stall import Stall, StallWatch
 from .watchdog import Watchdog
 
-__all__ = ["Master", "await_workers", "open_control"]
+__all__ = ["Master", "await_workers", "gather_profiles", "open_control"]
 
 
 def open_control(peers: Peers, token: str, waker: SignalWaker, dogs: list[Watchdog]) -> ControlServer:
@@ -60,7 +61,38 @@ def await_workers(server: ControlServer, peers: Peers) -> None:
         raise error
 
 
+def gather_profiles(server: ControlServer, workers: list[str], into: Path) -> list[str]:
+    """The workers' profiler data, unpacked into this host's profiler folder for the job's one report
+    (at most PROFILE_WAIT_S; a lost host is not waited for). Returns the report's notes on what is missing."""
+    import tarfile
+
+    from ..profiler.shipping import SHIP_CAP_BYTES, unpack
+
+    started = time.monotonic()
+    shipped = server.wait_for_profiles(workers, started + PROFILE_WAIT_S)
+    notes, lost = [], server.lost_hosts()
+    for host in workers:
+        if host not in shipped:
+            why = "lost during the job" if host in lost else f"its profiler data did not come within {PROFILE_WAIT_S:g} s"
+            notes.append(f"host {host} is missing from this report: {why}")
+            continue
+        try:
+            _, left_out = unpack(shipped[host], into)
+        except (OSError, ValueError, tarfile.TarError) as e:
+            notes.append(f"host {host} is missing from this report: its profiler data did not unpack ({e})")
+            continue
+        finally:
+            shipped[host].unlink(missing_ok=True)
+        if left_out:
+            notes.append(f"host {host}: {left_out.get('files')} profiler file(s) of {left_out.get('bytes')} bytes past the "
+                         f"{SHIP_CAP_BYTES >> 20} MiB a host ships are left out; they are in that host's output/profiler")
+    log(f"profiler data of {len(shipped)} of {len(workers)} worker(s) gathered in {time.monotonic() - started:.2f} s")
+    return notes
+
+
 class Master:
+    """The master role (see the module's docstring)."""
+
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.aborted: Optional[str] = None  # why the job is being ended early, once it is
@@ -72,6 +104,10 @@ class Master:
         peers = policy.peers(plan)
         job.start_helpers()
         self.server = open_control(peers, job.token, job.waker, self.dogs)
+        if plan.profiler_dir is not None and peers.workers:
+            from ..profiler.shipping import SHIP_CAP_BYTES
+
+            self.server.accept_profiles(plan.profiler_dir / ".incoming", SHIP_CAP_BYTES + (1 << 20))
         try:
             self.server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
             await_workers(self.server, peers)
@@ -93,6 +129,8 @@ class Master:
                     dog.stop()
             outcome = decide(self._view(result), lambda report: policy.where(plan, report))
             self.server.end(outcome.status, outcome.reason)
+            if plan.profiler_dir is not None and peers.workers:
+                job.report_notes += gather_profiles(self.server, list(peers.workers), plan.profiler_dir)
         finally:
             self.server.close()
         return outcome

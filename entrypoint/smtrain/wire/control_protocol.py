@@ -8,6 +8,8 @@ says so explicitly, over one TCP connection per worker, as newline-delimited JSO
     worker -> master   hello {host}                 once sshd is up (MPI) or it is ready (TF strategy)
                        heartbeat                    every HEARTBEAT_S
                        done {status}                TF strategy jobs: this host's program ended
+                       profile {data, last}         after `end`: this host's profiler files, a gzip'd tar
+                                                    in base64 pieces of PROFILE_CHUNK bytes (smtrain.profiler.shipping)
     master -> worker   start {token}                mpirun starts; TF strategy jobs: start your program
                        heartbeat                    every HEARTBEAT_S
                        signal {signum}              forward signum to your ranks
@@ -37,17 +39,21 @@ import time
 from typing import Any, Mapping, NamedTuple, Optional
 
 MAX_MESSAGE = 64 * 1024
+PROFILE_CHUNK = 32 * 1024  # bytes of archive a `profile` message carries (base64: 43,692 characters)
 
-__all__ = ["ControlClient", "LineReader", "MAX_MESSAGE", "Message", "MessageType", "connect", "decode", "encode"]
+__all__ = ["ControlClient", "LineReader", "MAX_MESSAGE", "Message", "MessageType", "PROFILE_CHUNK", "connect", "decode",
+           "encode"]
 
 
 class MessageType(enum.Enum):
+    """The control channel's message types."""
     HELLO = "hello"
     START = "start"
     HEARTBEAT = "heartbeat"
     SIGNAL = "signal"
     END = "end"
     DONE = "done"
+    PROFILE = "profile"
     ABORT = "abort"
     RANK_EXIT = "rank-exit"
     PROGRESS = "progress"
@@ -57,15 +63,18 @@ class MessageType(enum.Enum):
 
 
 class Message(NamedTuple):
+    """One control-channel message: its type and fields."""
     type: MessageType
     fields: Mapping[str, Any]
 
 
 def encode(kind: MessageType, **fields: Any) -> bytes:
+    """A message as one JSON line."""
     return json.dumps({"type": kind.value, **fields}, separators=(",", ":")).encode() + b"\n"
 
 
 def decode(line: bytes) -> Message:
+    """A JSON line as a message; ValueError when it is not one."""
     try:
         raw = json.loads(line)
         kind = MessageType(raw.pop("type"))
