@@ -20,7 +20,7 @@ time.sleep(float(args.get("--run-for", "1")))
 if int(args.get("--steps", "0")):
     from smtrain import progress
 
-    for _ in range(int(args["--steps"])):
+    for _ in range(int(args["--steps"]) + 1):  # each call ends the step the previous one began
         progress.step()
 if rank == int(args.get("--die-rank", "-1")):
     with open(os.path.join(out, "killed"), "w") as f:
