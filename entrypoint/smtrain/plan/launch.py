@@ -262,10 +262,11 @@ def profiler_folder(config: TrainingConfig) -> Optional[Path]:
 def report_command(config: TrainingConfig, python: str, program_dir: Path) -> tuple[str, ...]:
     """`train report` over this host's profiler folder into output/data (SageMaker packs it into
     output.tar.gz). `run` adds `--since` (the job's start) when it runs it."""
-    if profiler_folder(config) is None:
+    folder = profiler_folder(config)
+    if folder is None:
         return ()
     timeline = horovod_timeline(config, program_dir) if config.mpi.enabled else None
-    return (python, "-m", "smtrain.profiler.job_report", str(config.paths.output_dir / "profiler"),
+    return (python, "-m", "smtrain.profiler.job_report", str(folder),
             "--out", str(config.paths.output_data_dir / "profiler-report"), "--job",
             *(("--horovod-timeline", str(timeline)) if timeline else ()))
 

@@ -106,6 +106,11 @@ def rank_of(node: str) -> int:
     return int(head) if head.isdigit() else -1
 
 
+def host_of(node: str) -> str:
+    """The host in a node id (`<rank>-<host>`); empty where it holds none."""
+    return node.split("-", 1)[1] if "-" in node else ""
+
+
 def node_id(rank: int, host: str) -> str:
     """smdebug's node id of a rank: `<rank>-<host>`."""
     return f"{rank}-{host}".replace("_", "-")

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from . import plots, steprules
-from .events import StepEvent, read_folder
+from .events import StepEvent, host_of, read_folder
 from .monitor import percentile
 from .rules import DEFAULTS, RuleResult, Series, evaluate, gpus, hosts, load_series, parse_overrides
 from .timeline import read_timeline
@@ -220,7 +220,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     pictures = [] if args.no_plots else _pictures(series, events, ctx)
     (args.out / REPORT_FILE).write_text(render_html(summary, pictures))
     fired = [r.rule for r in results if r.triggered]
-    measured = set(hosts(series)) | {node.split("-", 1)[1] for node in ctx.ranks if "-" in node}
+    measured = set(hosts(series)) | {host_of(node) for node in ctx.ranks if host_of(node)}
     line = (f"report: {args.out / REPORT_FILE} ({len(measured)} host(s), {len(ctx.ranks)} rank(s) with steps; "
             f"rules triggered: {', '.join(fired) or 'none'}"
             + (f"; step events stopped early on {len(stopped)} rank(s)" if stopped else "")

@@ -68,7 +68,8 @@ def hosts_heatmap(series: Series, start: float, columns: int = 60) -> Optional[P
     names = hosts(series)
     if len(names) < 2:
         return None
-    rows_of = {h: [series[(h, g, "GPUUtilization")] for g in gpus(series, h)] or
+    on_gpus = {h: gpus(series, h) for h in names}
+    rows_of = {h: [series[(h, g, "GPUUtilization")] for g in on_gpus[h]] or
                [series.get((h, "cpu_total", "CPUUtilization"), [])] for h in names}
     times = [t for rows in rows_of.values() for row in rows for t, _ in row]
     if not times:
@@ -83,14 +84,9 @@ def hosts_heatmap(series: Series, start: float, columns: int = 60) -> Optional[P
                 cell = min(columns - 1, max(0, int((t - start) / width)))
                 sums[cell], counts[cell] = sums[cell] + v, counts[cell] + 1
         grid.append([sums[i] / counts[i] if counts[i] else float("nan") for i in range(columns)])
-    plt = _pyplot()
-    figure, ax = plt.subplots(figsize=(10, 1 + 0.35 * len(names)))
-    image = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=100, interpolation="nearest",
-                      extent=(0, end - start, len(names) - 0.5, -0.5))
-    ax.set_yticks(range(len(names)), [f"{h} ({'GPU' if gpus(series, h) else 'CPU'})" for h in names])
-    ax.set_xlabel("seconds since the job's start")
-    figure.colorbar(image, ax=ax)
-    return "Utilisation across hosts (%)", _png(figure)
+    labels = [f"{h} ({'GPU' if on_gpus[h] else 'CPU'})" for h in names]
+    return "Utilisation across hosts (%)", _heat_map(grid, labels, "seconds since the job's start",
+                                                     extent=(0, end - start, len(names) - 0.5, -0.5))
 
 
 def cores(series: Series, host: str) -> Optional[Picture]:
@@ -101,14 +97,18 @@ def cores(series: Series, host: str) -> Optional[Picture]:
         return None
     rows = [[v for _, v in series[(host, c, "CPUUtilization")]] for c in names]
     width = min(len(r) for r in rows)
+    return f"{host}: CPU utilisation per core (%)", _heat_map([r[:width] for r in rows], names, "sample")
+
+
+def _heat_map(grid: list[list[float]], labels: list[str], xlabel: str, extent: Any = None) -> bytes:
+    """Rows of percentages (0-100) as a heat map, one labelled row each, with its colour bar."""
     plt = _pyplot()
-    figure, ax = plt.subplots(figsize=(10, 1 + 0.3 * len(names)))
-    image = ax.imshow([r[:width] for r in rows], aspect="auto", cmap="viridis", vmin=0, vmax=100,
-                      interpolation="nearest")
-    ax.set_yticks(range(len(names)), names)
-    ax.set_xlabel("sample")
+    figure, ax = plt.subplots(figsize=(10, 1 + 0.3 * len(labels)))
+    image = ax.imshow(grid, aspect="auto", cmap="viridis", vmin=0, vmax=100, interpolation="nearest", extent=extent)
+    ax.set_yticks(range(len(labels)), labels)
+    ax.set_xlabel(xlabel)
     figure.colorbar(image, ax=ax)
-    return f"{host}: CPU utilisation per core (%)", _png(figure)
+    return _png(figure)
 
 
 def step_times(events: list[Any], start: float) -> Optional[Picture]:

@@ -44,7 +44,6 @@ class ControlServer:
         self._incoming: Optional[Path] = None  # where workers' profiler archives are written (accept_profiles)
         self._profile_cap = 0
         self._shipped: dict[str, Path] = {}  # host -> its complete archive
-        self._gone: set[str] = set()  # workers whose connection has closed
         self._overflowed: set[str] = set()  # workers whose archive passed the cap: not taken
         self._ended = False
         self._closed = False
@@ -58,11 +57,11 @@ class ControlServer:
         self._incoming, self._profile_cap = folder, cap_bytes
 
     def wait_for_profiles(self, hosts: list[str], deadline: float) -> dict[str, Path]:
-        """The archives of `hosts` that came by `deadline`; a host that is lost or hung up is not waited for."""
+        """The archives of `hosts` that came by `deadline`; a host no longer connected (lost, or hung up
+        without sending one) is not waited for."""
         with self._lock:
             while True:
-                pending = [h for h in hosts if h not in self._shipped and h not in self._gone
-                           and h not in {lost for _, lost in self._lost}]
+                pending = [h for h in hosts if h not in self._shipped and h in self._workers]
                 remaining = deadline - time.monotonic()
                 if not pending or remaining <= 0:
                     return {h: self._shipped[h] for h in hosts if h in self._shipped}
@@ -190,7 +189,6 @@ class ControlServer:
         self._log(f"worker {host} is ready")
         how = self._until_lost(reader, host)
         with self._lock:
-            self._gone.add(host)
             if self._workers.get(host) is sock:
                 del self._workers[host]
             lost = not self._ended and not self._closed
