@@ -49,6 +49,25 @@ def test_mwms_trains_identical_weights_on_every_host(make_cluster, hosts: int) -
     assert cluster.leftovers() == {}
 
 
+def test_mwms_keras_with_backup_and_restore_is_restarted_in_place_when_a_worker_is_killed(make_cluster) -> None:
+    """In-job restart (`sagemaker_max_restarts`) of a Keras job with BackupAndRestore: worker 1 is
+    SIGKILLed once in its third epoch; every host's program starts again and resumes at epoch 2."""
+    cluster = make_cluster(2)
+    cluster.write_job({**MWMS, "epochs": 4, "steps": 10, "kill-worker": 1, "kill-at": 25, "sagemaker_max_restarts": 1},
+                      program=PROGRAMS / "tf_mwms_keras.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SM_SYSTEM_MONITOR="off"))
+    statuses = cluster.wait(300)
+    assert statuses == {h.name: 0 for h in cluster.hosts}, _details(cluster)
+    for host, worker in zip(cluster.hosts, (0, 1)):
+        data = host.ml / "output" / "data"
+        assert (data / f"starts-worker{worker}.txt").read_text().split() == ["0", "2"], _details(cluster)
+        assert json.loads((data / f"done-worker{worker}.json").read_text())["epochs"] == 2  # the epochs left
+    master = cluster.hosts[0].stderr()
+    assert "restarting the job in place (restart 1 of 1)" in master and "was killed by SIGKILL" in master
+    assert "the job succeeded after 1 restart(s) in place" in master
+    assert cluster.leftovers() == {}
+
+
 def _running_mwms(make_cluster, hosts: int = 3, **hyperparameters) -> object:
     cluster = make_cluster(hosts)
     cluster.write_job({**MWMS, "steps": 100000, **hyperparameters}, program=PROGRAMS / "tf_mwms.py")
@@ -163,7 +182,7 @@ def test_parameter_server_job_loss_falls_and_every_ps_ends(make_cluster, hosts: 
     assert result["tf_config"]["cluster"] == {
         "master": [f"{names[0]}:2222"], "ps": [f"{n}:2223" for n in names], "worker": [f"{n}:2222" for n in names[1:]]}
     for host in cluster.hosts:
-        assert "parameter server ps" in host.stderr() + host.stdout()
+        assert "starting the parameter server (TF_CONFIG task ps" in host.stderr() + host.stdout()
     assert cluster.leftovers() == {}  # every ps and every worker's server ended with the job
 
 

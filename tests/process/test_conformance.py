@@ -142,11 +142,11 @@ def test_a_heterogeneous_mpi_job_runs_on_the_distributions_hosts_as_sagemaker_tr
     if role == "master":  # mpirun over the train group's hosts only, 2 processes each
         assert _hosts_of(ours["argv"], "algo-2") == _hosts_of(theirs["command"], "algo-2") == (
             ["algo-2:2", "algo-3:2"], "4")
-        assert ours["mpi"]["workers"] == ["algo-3"]  # the master waits for, and watches, algo-3 only
+        assert ours["coordination"]["workers"] == ["algo-3"]  # the master waits for, and watches, algo-3 only
     elif role == "worker":
-        assert ours["mpi"]["master"] == "algo-2" and ours["mpi"]["sshd"]
+        assert ours["coordination"]["master"] == "algo-2" and ours["coordination"]["sshd"]
     else:  # the data host runs its program on its own
-        assert ours["mpi"] is None and ours["argv"][-3:] == [str(tree.code_dir / "train.py"), "--epochs", "1"]
+        assert ours["coordination"] is None and ours["argv"][-3:] == [str(tree.code_dir / "train.py"), "--epochs", "1"]
     sm = {k: v for k, v in ours["env"].items() if k.startswith("SM_") and not k.startswith(OWN_VARIABLES)}
     assert sm == {k: v for k, v in theirs["env"].items() if k.startswith("SM_")} and len(sm) >= 30
 

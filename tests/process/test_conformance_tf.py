@@ -106,16 +106,17 @@ def test_tf_config_builders_equal_the_containers() -> None:
 
     from smtrain.config.hyperparameters import with_tuning_model_dir
     from smtrain.plan import tfconfig
+    from smtrain.plan.kinds.parameter_server import tf_config_for_ps
 
     for count in range(1, 6):
         hosts = [f"algo-{i}-x7k2" for i in range(1, count + 1)]
         for host in hosts:
             ours, theirs = tfconfig.tf_config_for_mwms(hosts, host), container._build_tf_config_for_mwms(hosts, host)
             assert json.dumps(ours) == json.dumps(theirs)
-            ours, theirs = tfconfig.tf_config_for_ps(hosts, host), container._build_tf_config_for_ps(hosts, host)
+            ours, theirs = tf_config_for_ps(hosts, host), container._build_tf_config_for_ps(hosts, host)
             assert json.dumps(ours) == json.dumps(theirs)
             if count > 1:
-                assert json.dumps(tfconfig.tf_config_for_ps(hosts, host, ps_task=True)) == json.dumps(
+                assert json.dumps(tf_config_for_ps(hosts, host, ps_task=True)) == json.dumps(
                     container._build_tf_config_for_ps(hosts, host, ps_task=True))
     for model_dir in ("s3://bucket/prefix/model", "/opt/ml/model", "/opt/ml/checkpoints/m", "file:///x", "relative/dir"):
         decoded = {"_tuning_objective_metric": "loss", "model_dir": model_dir}

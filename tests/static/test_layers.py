@@ -93,6 +93,34 @@ def test_no_module_name_is_reused_across_the_package() -> None:
     assert {k: v for k, v in by_name.items() if len(v) > 1} == {}
 
 
+def _code_words(name: str) -> set[str]:
+    """The identifiers and the string constants (not docstrings) of a module's code, lower-cased."""
+    docstrings = {id(node.body[0].value) for node in ast.walk(_tree(name))
+                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    words: set[str] = set()
+    for node in ast.walk(_tree(name)):
+        if isinstance(node, ast.Name):
+            words.add(node.id.lower())
+        elif isinstance(node, ast.Attribute):
+            words.add(node.attr.lower())
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+            words.add(node.name.lower())
+        elif isinstance(node, ast.alias):
+            words.update(part.lower() for part in (node.name, node.asname or "") if part)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            words.add(node.value.lower())
+    return words
+
+
+def test_the_parameter_server_kind_is_named_in_at_most_four_modules() -> None:
+    """One distribution kind in one place: its config fact, its `Distribution`, its planner and the
+    planners' table - run/ carries out its coordination without naming it."""
+    naming = sorted(name for name in MODULES if any("parameter_server" in w or w == "ps" for w in _code_words(name)))
+    assert len(naming) <= 4, naming
+    assert not [n for n in naming if n.startswith("smtrain.run")], naming
+
+
 def test_no_modules_import_each_other_in_a_loop() -> None:
     graph = {name: _imports(name) for name in MODULES}
     loops: list[list[str]] = []
@@ -139,7 +167,7 @@ def _static_all(tree: ast.Module) -> Optional[list[str]]:
 
 
 # Modules that are programs, not libraries: run as `python -m` or loaded by the interpreter itself.
-PROGRAMS = {"smtrain.__main__", "smtrain.rank.__main__", "smtrain.rank.startup.sitecustomize", "smtrain.run.psserver"}
+PROGRAMS = {"smtrain.__main__", "smtrain.rank.__main__", "smtrain.rank.startup.sitecustomize", "smtrain.run.tfserver"}
 
 
 def test_every_module_lists_its_public_names_in_a_static_all_and_each_exists() -> None:

@@ -96,7 +96,7 @@ def test_model_trainer_command_runs_in_bash_and_without_distributed_on_each_host
     base = _model_trainer(tmp_path, {"source_dir": "/src", "command": "python train.py", "args": ["--name", "a b"]},
                           {}, {"epochs": "3"})
     plan = plan_launch(load_config({"SAGEMAKER_BASE_DIR": str(base)}), FACTS, "/venv/bin/python")
-    assert plan.mpi is None
+    assert plan.coordination is None
     assert plan.argv == ("/bin/bash", "-c", "python train.py --name 'a b'")  # hyperparameters only in SM_HPS
 
 
@@ -121,6 +121,6 @@ def test_model_trainer_with_a_strategy_hyperparameter_runs_multi_worker_mirrored
     base = _model_trainer(tmp_path, {"source_dir": "/src", "entry_script": "train.py"}, {},
                           {"sagemaker_multi_worker_mirrored_strategy_enabled": "true", "epochs": "2"})
     plan = plan_launch(load_config({"SAGEMAKER_BASE_DIR": str(base)}), FACTS, "/venv/bin/python")
-    assert plan.distribution.value == "multi-worker-mirrored" and plan.strategy is not None
+    assert plan.distribution.value == "multi-worker-mirrored" and plan.coordination is not None
     assert json.loads(plan.env_set["TF_CONFIG"])["cluster"]["worker"] == ["algo-1:8890", "algo-2:8890"]
     assert plan.argv[-2:] == ("--epochs", "2")  # the strategy's flag is no argument

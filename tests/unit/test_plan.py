@@ -46,7 +46,7 @@ def test_master_runs_mpirun_with_the_rank_launcher_and_one_contract(tmp_path: Pa
     assert (contract.control_host, contract.control_port, contract.token) == ("algo-1", 7100, "t" * 32)
     assert [(p.channel, p.mode) for p in contract.pipes] == [("train", PipeMode.DEMUX)]
     assert RankContract.from_json(contract.to_json()) == contract
-    assert plan.mpi is not None and plan.mpi.sshd_argv == () and plan.mpi.control_bind == "0.0.0.0"
+    assert plan.coordination is not None and plan.coordination.sshd_argv == () and plan.coordination.control_bind == "0.0.0.0"
     assert len(plan.demux) == 1 and plan.monitor
     assert plan.argv[plan.argv.index("--bind-to") + 1] == "none"  # CPUs the ranks may use: unknown
 
@@ -63,12 +63,13 @@ def test_ranks_are_bound_to_the_cpus_this_host_lets_the_program_use(tmp_path: Pa
 def test_worker_starts_sshd_as_planned_and_runs_no_program_itself(tmp_path: Path) -> None:
     plan = _plan(tmp_path, "algo-2", SMTRAIN_SSHD_CONFIG="/etc/smtrain/sshd_config")
     assert plan.role is Role.WORKER and plan.argv == ()
-    assert plan.mpi is not None
-    assert plan.mpi.sshd_argv == ("/usr/sbin/sshd", "-D", "-e", "-f", "/etc/smtrain/sshd_config", "-p", "2222")
-    assert plan.mpi.master == "algo-1" and plan.mpi.control_port == 7100
+    team = plan.coordination
+    assert team is not None and not team.workers_run_programs
+    assert team.sshd_argv == ("/usr/sbin/sshd", "-D", "-e", "-f", "/etc/smtrain/sshd_config", "-p", "2222")
+    assert team.master == "algo-1" and team.control_port == 7100
     assert len(plan.demux) == 1  # this host's ranks read the channel through its own demultiplexer
     shown = json.loads(dumps(plan))
-    assert shown["role"] == "worker" and shown["mpi"]["sshd"] == list(plan.mpi.sshd_argv)
+    assert shown["role"] == "worker" and shown["coordination"]["sshd"] == list(team.sshd_argv)
 
 
 @pytest.mark.parametrize("current,first_rank", [("algo-1", "0"), ("algo-2", "2")])
@@ -114,7 +115,7 @@ def test_bad_toolkit_variables_are_config_errors_naming_them(tmp_path: Path, nam
 
 def test_heartbeat_timeout_is_read_and_bounded(tmp_path: Path) -> None:
     plan = _plan(tmp_path, "algo-1", SM_HEARTBEAT_TIMEOUT_SECONDS="25")
-    assert plan.mpi is not None and plan.mpi.heartbeat_timeout_s == 25
+    assert plan.coordination is not None and plan.coordination.heartbeat_timeout_s == 25
     with pytest.raises(ConfigError, match="heartbeat timeout must be at least 3 s"):
         load_config(make_tree(tmp_path / "x", hyperparameters={"sagemaker_heartbeat_timeout_seconds": "1"}).env())
 
@@ -142,24 +143,33 @@ def test_parameter_server_job_roles_tasks_and_the_ps_beside_each_program(tmp_pat
     worker = _strategy_plan(tmp_path / "w", ps, "algo-3")
     assert (master.role, worker.role) == (Role.MASTER, Role.WORKER)
     for plan in (master, worker):
-        assert plan.mpi is None and plan.strategy is not None
+        team = plan.coordination
+        assert team is not None and team.contract is not None and team.contract.token == ""
         assert plan.argv[:4] == ("/venv/bin/python", "-m", "smtrain.rank", "--")  # under the rank launcher
-        assert plan.strategy.ps_argv[-2:] == ("-m", "smtrain.run.psserver")
+        (ps_here,) = team.companions
+        assert ps_here.argv[:4] == plan.argv[:4] and ps_here.argv[-2:] == ("-m", "smtrain.run.tfserver")
         assert RANK_CONTRACT_ENV not in plan.env_set  # the token comes with the job's start, not the plan
-    assert [(t.rank, t.host, t.type, t.index) for t in master.strategy.tasks] == [
-        (0, "algo-1", "master", 0), (1, "algo-2", "worker", 0), (2, "algo-3", "worker", 1),
-        (3, "algo-1", "ps", 0), (4, "algo-2", "ps", 1), (5, "algo-3", "ps", 2)]
+        assert team.ranks == (("algo-1", 0), ("algo-2", 1), ("algo-3", 2))  # the programs, not the servers
+    program = str(master.program.program_path)
+    assert master.coordination.rank_names == {
+        0: f"{program} (TF_CONFIG task master 0 on host algo-1)", 1: f"{program} (TF_CONFIG task worker 0 on host algo-2)",
+        2: f"{program} (TF_CONFIG task worker 1 on host algo-3)",
+        3: "the parameter server (TF_CONFIG task ps 0 on host algo-1)",
+        4: "the parameter server (TF_CONFIG task ps 1 on host algo-2)",
+        5: "the parameter server (TF_CONFIG task ps 2 on host algo-3)"}
     assert json.loads(worker.env_set["TF_CONFIG"])["task"] == {"index": 1, "type": "worker"}
-    assert json.loads(worker.strategy.ps_tf_config)["task"] == {"index": 2, "type": "ps"}
-    assert worker.strategy.program_task.describe() == "TF_CONFIG task worker 1 on host algo-3"
-    assert json.loads(dumps(master))["strategy"]["tasks"][3] == "ps 0@algo-1"
+    (ps_here,) = worker.coordination.companions
+    assert json.loads(ps_here.env_set["TF_CONFIG"])["task"] == {"index": 2, "type": "ps"} and ps_here.rank == 5
+    assert worker.coordination.program_rank == 2
+    assert worker.coordination.program_name == f"{worker.program.program_path} (TF_CONFIG task worker 1 on host algo-3)"
+    assert json.loads(dumps(master))["coordination"]["companions"][0]["describe"] == "TF_CONFIG task ps 0 on host algo-1"
 
 
 def test_strategies_on_one_host_run_alone_mwms_with_tf_config(tmp_path: Path) -> None:
     mwms = _strategy_plan(tmp_path / "a", {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"}, "algo-1",
                           hosts=("algo-1",))
     ps = _strategy_plan(tmp_path / "b", {"sagemaker_parameter_server_enabled": "true"}, "algo-1", hosts=("algo-1",))
-    assert mwms.role is Role.SINGLE and ps.role is Role.SINGLE and mwms.strategy is None
+    assert mwms.role is Role.SINGLE and ps.role is Role.SINGLE and mwms.coordination is None
     assert json.loads(mwms.env_set["TF_CONFIG"])["cluster"] == {"worker": ["algo-1:8890"]}
     assert "TF_CONFIG" not in ps.env_set  # as the container: parameter servers need two hosts
     assert mwms.env_set["S3_USE_HTTPS"] == "1" and mwms.env_set["TF_CPP_MIN_LOG_LEVEL"] == "1"

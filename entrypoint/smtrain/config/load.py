@@ -240,8 +240,7 @@ def _check_distribution(decoded: Mapping[str, Any], where: str) -> None:
             raise ConfigError(
                 f"{where}: hyperparameter '{name}' asks for {what}, which this image does not serve; it serves "
                 "Horovod and MPI jobs (distribution={'mpi': {'enabled': True}}, i.e. sagemaker_mpi_enabled), "
-                "TensorFlow's MultiWorkerMirroredStrategy and parameter servers "
-                "(sagemaker_multi_worker_mirrored_strategy_enabled, sagemaker_parameter_server_enabled) "
+                f"TensorFlow's {' and '.join(f'{s.title} ({s.hyperparameter})' for s in Strategy)} "
                 "and single-host programs"
             )
     chosen = [name for name in SERVED_DISTRIBUTIONS if truthy(decoded.get(name, False))]
@@ -292,6 +291,17 @@ def _duration(decoded: Mapping[str, Any], environ: Mapping[str, str], hp: str, e
     if not math.isfinite(value) or value < 0:
         raise ConfigError(f"{where}: {hp} (or {env}) must be a number of {unit} >= 0, got {raw!r}")
     return value
+
+
+def _count(decoded: Mapping[str, Any], environ: Mapping[str, str], hp: str, env: str, where: str) -> int:
+    """A whole number >= 0 (default 0), the variable over the hyperparameter."""
+    raw = environ.get(env, decoded.get(hp))
+    if raw is None:
+        return 0
+    text = str(raw).strip()
+    if isinstance(raw, bool) or not text.isdigit():
+        raise ConfigError(f"{where}: {hp} (or {env}) must be a whole number >= 0, got {raw!r}")
+    return int(text)
 
 
 def _port(environ: Mapping[str, str], name: str, default: int) -> int:
@@ -393,6 +403,7 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
         heartbeat_timeout_s=_heartbeat_timeout(decoded, environ, str(hp_path)),
         stall_timeout_s=_duration(decoded, environ, "sagemaker_stall_timeout_seconds", "SM_STALL_TIMEOUT_SECONDS",
                                   DEFAULT_STALL_TIMEOUT_S, str(hp_path)),
+        max_restarts=_count(decoded, environ, "sagemaker_max_restarts", "SMTRAIN_MAX_RESTARTS", str(hp_path)),
         monitor_interval_ms=_monitor_interval(decoded, environ, profiler_config, str(hp_path)),
         profiling=profiling_of(decoded, environ, profiler_config, str(hp_path), str(profiler_path)),
         environ=dict(environ),

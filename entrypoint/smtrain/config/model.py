@@ -34,6 +34,11 @@ class Strategy(enum.Enum):
     def hyperparameter(self) -> str:
         return f"sagemaker_{self.value}_enabled"
 
+    @property
+    def title(self) -> str:
+        """How the README and error messages name it."""
+        return "MultiWorkerMirroredStrategy" if self is Strategy.MULTI_WORKER_MIRRORED else "parameter servers"
+
 
 class Paths(NamedTuple):
     """The job's folders under the base folder (/opt/ml, or $SAGEMAKER_BASE_DIR)."""
@@ -145,6 +150,7 @@ class TrainingConfig(NamedTuple):
     control_port: int  # the master's control channel (smtrain.run.control_server)
     heartbeat_timeout_s: float  # silence on the control channel after which a host counts as lost
     stall_timeout_s: float  # no progress on any rank for this long fails the job; 0: off
+    max_restarts: int  # in-job restarts after a transient failure (run.restart_rule); 0: none
     monitor_interval_ms: Optional[float]  # the system monitor's sampling interval; None: switched off
     profiling: "Profiling"  # step metrics and the detailed / Python profiling windows (config.profiling)
     environ: Mapping[str, str]  # the environment `train` was started with

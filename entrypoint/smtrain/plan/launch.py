@@ -8,81 +8,22 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple, Optional
 
-from ..config.defaults import SSHD
 from ..config.hyperparameters import to_cmd_args
-from ..config.model import HostFacts, InputMode, Strategy, TrainingConfig
+from ..config.model import HostFacts, TrainingConfig
 from ..config.secrets import Redactor
-from ..wire.contract import RANK_CONTRACT_ENV, RankContract, without_internals
-from .mpirun import MpiLayout, cpus_per_rank, layout, mpirun_command
+from ..wire.contract import without_internals
 from ..wire.pipe_assignment import PipeAssignment, PipeMode, demux_folder, pipe_env
 from ..wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
-from .fifo_plan import PipeChannel, assign_pipes
-from .program import ProgramLaunch, plan_program
+from .coordination import Coordination, KindInputs
+from .kinds import PLANNERS
 from .localmode import checkpoint_carry, emulated_channels, feeder_command
-from .smenv import process_env_vars, sm_env_vars
+from .program import plan_program
+from .restart_policy import RestartPolicy, restart_policy
 from .shape import Distribution, JobShape, Role, job_shape
-from .tfconfig import Task, container_env, tasks_of, tf_config
+from .smenv import process_env_vars, sm_env_vars
+from .tfconfig import container_env, tf_config_env
 
-__all__ = ["PLANNERS", "Distribution", "JobShape", "KindInputs", "KindPlan", "LaunchPlan", "MpiPlan", "Role", "StrategyPlan",
-           "dumps", "horovod_timeline", "plan_launch", "profiler_env", "profiler_folder", "report_command"]
-
-
-class MpiPlan(NamedTuple):
-    """An MPI job as this host sees it: the master, the workers, the layout, the control channel, sshd."""
-    master: str
-    workers: tuple[str, ...]
-    layout: MpiLayout
-    control_bind: str  # all interfaces when there are workers, loopback alone otherwise
-    control_port: int
-    peer_wait_s: float
-    heartbeat_timeout_s: float
-    sshd_argv: tuple[str, ...]  # what a worker runs for mpirun to reach it; empty on the master
-    sshd_port: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "master": self.master,
-            "workers": list(self.workers),
-            "processes_per_host": self.layout.processes_per_host,
-            "num_processes": self.layout.num_processes,
-            "control": f"{self.control_bind}:{self.control_port}",
-            "peer_wait_s": self.peer_wait_s,
-            "heartbeat_timeout_s": self.heartbeat_timeout_s,
-            "sshd": list(self.sshd_argv),
-        }
-
-
-class StrategyPlan(NamedTuple):
-    """A TensorFlow strategy job on two or more hosts: every host runs its program (and, for
-    parameter servers, a ps) under the rank launcher, which reports to the master's control server."""
-
-    strategy: Strategy
-    master: str
-    workers: tuple[str, ...]
-    tasks: tuple[Task, ...]  # every process of the job
-    program_task: Task  # this host's program
-    ps_argv: tuple[str, ...]  # this host's parameter server under the rank launcher; empty if none
-    ps_tf_config: str  # its TF_CONFIG
-    contract: RankContract  # for this host's launchers; the token comes with the job's start
-    control_bind: str
-    control_port: int
-    peer_wait_s: float
-    heartbeat_timeout_s: float
-
-    def task(self, rank: int) -> Optional[Task]:
-        return next((t for t in self.tasks if t.rank == rank), None)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "strategy": self.strategy.value,
-            "master": self.master,
-            "workers": list(self.workers),
-            "tasks": [f"{t.type} {t.index}@{t.host}" for t in self.tasks],
-            "parameter_server": list(self.ps_argv),
-            "control": f"{self.control_bind}:{self.control_port}",
-            "peer_wait_s": self.peer_wait_s,
-            "heartbeat_timeout_s": self.heartbeat_timeout_s,
-        }
+__all__ = ["Coordination", "Distribution", "JobShape", "LaunchPlan", "Role", "dumps", "horovod_timeline", "plan_launch", "profiler_env", "profiler_folder", "report_command"]
 
 
 class LaunchPlan(NamedTuple):
@@ -100,8 +41,8 @@ class LaunchPlan(NamedTuple):
     stall_timeout_s: float  # the stall watchdog's timeout; 0: off
     failure_file: Path
     success_file: Path
-    mpi: Optional[MpiPlan]  # None: the program runs on this host without MPI
-    strategy: Optional[StrategyPlan]  # a TF strategy job across hosts
+    coordination: Optional[Coordination]  # how this host takes part in the job; None: a program on its own
+    restarts: RestartPolicy  # in-job restarts after a transient failure (plan.restart_policy)
     pipes: tuple[PipeAssignment, ...]  # which FIFOs the program (each rank) reads
     demux: tuple[tuple[str, ...], ...]  # demultiplexer processes this host runs beside the ranks
     monitor: tuple[str, ...]  # the system monitor's command; empty when switched off
@@ -143,8 +84,8 @@ class LaunchPlan(NamedTuple):
             "grace_period_s": self.grace_period_s,
             "stall_timeout_s": self.stall_timeout_s,
             "env": dict(sorted(self.env_set.items())),
-            "mpi": self.mpi.to_json() if self.mpi else None,
-            "strategy": self.strategy.to_json() if self.strategy else None,
+            "coordination": self.coordination.to_json() if self.coordination else None,
+            "restarts": self.restarts.to_json(),
             "pipes": {a.channel: {"mode": a.mode.value, "format": a.record_format.value, "prefix": a.prefix}
                       for a in self.pipes},
             "demux": [list(argv) for argv in self.demux],
@@ -156,48 +97,6 @@ class LaunchPlan(NamedTuple):
             "restore_checkpoints_from": str(self.restore_checkpoints_from) if self.restore_checkpoints_from else None,
             "keep_checkpoints_in": str(self.keep_checkpoints_in) if self.keep_checkpoints_in else None,
         }
-
-
-def strategy_env(config: TrainingConfig, shape: JobShape) -> dict[str, str]:
-    """TF_CONFIG where the TensorFlow container sets it: MultiWorkerMirroredStrategy on every
-    distribution host (one host too); parameter servers on two or more."""
-    hosts, here = shape.hosts, config.resources.current_host
-    if config.strategy is Strategy.MULTI_WORKER_MIRRORED and here in hosts:
-        return {"TF_CONFIG": tf_config(config.strategy, hosts, here)}
-    if shape.distribution is Distribution.PARAMETER_SERVER:
-        return {"TF_CONFIG": tf_config(Strategy.PARAMETER_SERVER, hosts, here)}
-    return {}
-
-
-def _strategy_plan(config: TrainingConfig, shape: JobShape, python: str,
-                   pipes: tuple[PipeAssignment, ...]) -> StrategyPlan:
-    assert config.strategy is not None
-    hosts, here = shape.hosts, config.resources.current_host
-    tasks = tasks_of(config.strategy, hosts)
-    ps = next((t for t in tasks if t.is_ps and t.host == here), None)
-    return StrategyPlan(
-        strategy=config.strategy,
-        master=shape.master,
-        workers=shape.workers,
-        tasks=tasks,
-        program_task=next(t for t in tasks if not t.is_ps and t.host == here),
-        ps_argv=(python, "-m", "smtrain.rank", "--", python, "-m", "smtrain.run.psserver") if ps else (),
-        ps_tf_config=tf_config(config.strategy, hosts, here, ps_task=True) if ps else "",
-        contract=RankContract(shape.master, config.control_port, "", config.grace_period_s, pipes,
-                              stall_timeout_s=config.stall_timeout_s),
-        control_bind="0.0.0.0",
-        control_port=config.control_port,
-        peer_wait_s=config.peer_wait_s,
-        heartbeat_timeout_s=config.heartbeat_timeout_s,
-    )
-
-
-def plan_pipes(config: TrainingConfig, emulated: tuple[str, ...], ranks_per_host: int, mpi: bool,
-               world_size: int = 0) -> tuple[PipeAssignment, ...]:
-    """Every Pipe channel's FIFOs, and those of the File channels in `emulated`."""
-    channels = [PipeChannel(c.name, c.record_format, c.shuffle_seed is not None)
-                for c in config.channels if c.mode is InputMode.PIPE or c.name in emulated]
-    return assign_pipes(channels, config.paths.input_data_dir, ranks_per_host, mpi, world_size)
 
 
 class DemuxResume(NamedTuple):
@@ -271,92 +170,6 @@ def report_command(config: TrainingConfig, python: str, program_dir: Path) -> tu
             *(("--horovod-timeline", str(timeline)) if timeline else ()))
 
 
-def _mpi_plan(config: TrainingConfig, facts: HostFacts, shape: JobShape) -> MpiPlan:
-    hosts, role = shape.hosts, shape.role
-    sshd = config.sshd
-    return MpiPlan(
-        master=shape.master,
-        workers=shape.workers,
-        layout=layout(hosts, config.mpi.processes_per_host, config.mpi.num_processes, facts.num_gpus),
-        control_bind="0.0.0.0" if len(hosts) > 1 else "127.0.0.1",
-        control_port=config.control_port,
-        peer_wait_s=config.peer_wait_s,
-        heartbeat_timeout_s=config.heartbeat_timeout_s,
-        sshd_argv=(SSHD, "-D", "-e", "-f", sshd.config, "-p", str(sshd.port)) if role is Role.WORKER else (),
-        sshd_port=sshd.port,
-    )
-
-
-class KindPlan(NamedTuple):
-    """What a distribution kind's planner decides: how this host's part starts and which FIFOs its ranks read."""
-
-    argv: tuple[str, ...]
-    env_set: dict[str, str]
-    pipes: tuple[PipeAssignment, ...]
-    ranks_per_host: int
-    first_rank: int  # this host's first rank (mpirun's by-slot order)
-    mpi: Optional[MpiPlan] = None
-    strategy: Optional[StrategyPlan] = None
-
-
-class KindInputs(NamedTuple):
-    """What a distribution kind's planner gets to decide this host's part."""
-    config: TrainingConfig
-    facts: HostFacts
-    python: str
-    token: str
-    shape: JobShape
-    launch: ProgramLaunch
-    base_env: Callable[[tuple[PipeAssignment, ...]], dict[str, str]]  # the program's variables, given its FIFOs
-    emulated: tuple[str, ...]  # File channels read as Pipe channels (plan.localmode)
-
-
-def _plan_single(given: KindInputs) -> KindPlan:
-    pipes = plan_pipes(given.config, given.emulated, 1, False)
-    return KindPlan(given.launch.argv, given.base_env(pipes), pipes, 1, 0)
-
-
-def _plan_mpi(given: KindInputs) -> KindPlan:
-    config, python = given.config, given.python
-    mpi = _mpi_plan(config, given.facts, given.shape)
-    here = config.resources.current_host
-    ranks_per_host = mpi.layout.processes_per_host
-    first_rank = mpi.layout.hosts.index(here) * ranks_per_host if here in mpi.layout.hosts else 0
-    pipes = plan_pipes(config, given.emulated, ranks_per_host, True, mpi.layout.num_processes)
-    env_set = given.base_env(pipes)
-    if given.shape.role is Role.WORKER:  # the master's mpirun starts this host's ranks through sshd
-        return KindPlan((), env_set, pipes, ranks_per_host, first_rank, mpi=mpi)
-    control_host = mpi.master if mpi.workers else "127.0.0.1"
-    contract = RankContract(control_host, mpi.control_port, given.token, config.grace_period_s, pipes,
-                            stall_timeout_s=config.stall_timeout_s)
-    env_set[RANK_CONTRACT_ENV] = contract.to_json()
-    command = mpirun_command(
-        mpi.layout, here, config.resources.network_interface_name, config.resources.current_instance_type,
-        given.facts.network, {**without_internals(config.environ), **env_set}, config.mpi.custom_options,
-        (python, "-m", "smtrain.rank", "--", *given.launch.argv),
-        cpus_per_rank=cpus_per_rank(ranks_per_host, given.facts.bindable_cpus, given.facts.num_gpus,
-                                    config.resources.current_instance_type),
-    )
-    env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
-    return KindPlan(command.argv, env_set, pipes, ranks_per_host, first_rank, mpi=mpi)
-
-
-def _plan_strategy(given: KindInputs) -> KindPlan:
-    pipes = plan_pipes(given.config, given.emulated, 1, False)
-    python = given.python
-    return KindPlan((python, "-m", "smtrain.rank", "--", *given.launch.argv), given.base_env(pipes), pipes, 1, 0,
-                    strategy=_strategy_plan(given.config, given.shape, python, pipes))
-
-
-# One row per distribution kind (its policies, what each host does at run time: smtrain.run.kinds).
-PLANNERS: dict[Distribution, Callable[[KindInputs], KindPlan]] = {
-    Distribution.SINGLE: _plan_single,
-    Distribution.MPI: _plan_mpi,
-    Distribution.MULTI_WORKER_MIRRORED: _plan_strategy,
-    Distribution.PARAMETER_SERVER: _plan_strategy,
-}
-
-
 def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: str = "") -> LaunchPlan:
     """What this host does. `token` authenticates rank reports on the control channel."""
     shape = job_shape(config)
@@ -371,7 +184,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         return {
             **process_env,
             **container_env(process_env["SAGEMAKER_REGION"], config.environ),
-            **strategy_env(config, shape),
+            **tf_config_env(config, shape),
             **sm_env_vars(config, facts, shape),
             "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
             **profiler_env(config),
@@ -402,8 +215,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         stall_timeout_s=config.stall_timeout_s,
         failure_file=config.paths.failure_file,
         success_file=config.paths.success_file,
-        mpi=kind.mpi,
-        strategy=kind.strategy,
+        coordination=kind.coordination,
+        restarts=restart_policy(config.max_restarts, kind.coordination, kind.pipes),
         pipes=kind.pipes,
         demux=demux_commands(kind.pipes, config.paths.input_data_dir, kind.ranks_per_host, python, resume),
         monitor=monitor_command(config, python),

@@ -18,14 +18,14 @@ from ..config.model import InstanceGroup, Strategy, TrainingConfig
 __all__ = ["DISTRIBUTION_FLAGS", "Distribution", "JobShape", "Role", "distribution_groups", "distribution_hosts",
            "job_shape"]
 
-# sagemaker-training puts the current instance group in the distribution when one of these is on.
+# sagemaker-training puts the current instance group in the distribution when one of these is on:
+# MPI's, each TF strategy's (config.model.Strategy) and those of the libraries this image does not serve.
 DISTRIBUTION_FLAGS = (
     "sagemaker_mpi_enabled",
-    "sagemaker_parameter_server_enabled",
+    *(strategy.hyperparameter for strategy in Strategy),
     "sagemaker_distributed_dataparallel_enabled",
     "sagemaker_pytorch_ddp_enabled",
     "sagemaker_pytorch_xla_multi_worker_enabled",
-    "sagemaker_multi_worker_mirrored_strategy_enabled",
     "sagemaker_torch_distributed_enabled",
 )
 
@@ -92,8 +92,7 @@ def job_shape(config: TrainingConfig) -> JobShape:
     if config.mpi.enabled and resources.current_group_name in groups and hosts:
         distribution = Distribution.MPI
     elif config.strategy is not None and len(hosts) >= 2 and here in hosts:
-        distribution = (Distribution.PARAMETER_SERVER if config.strategy is Strategy.PARAMETER_SERVER
-                        else Distribution.MULTI_WORKER_MIRRORED)
+        distribution = Distribution[config.strategy.name]  # each TF strategy runs as the kind of its name
     else:
         distribution = Distribution.SINGLE
     if distribution is Distribution.SINGLE:

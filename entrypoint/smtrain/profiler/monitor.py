@@ -121,16 +121,16 @@ class HostSampler:
         self.gpu = GpuSampler(log)
 
     def sample(self) -> list[Sample]:
-        ps = self.psutil
-        cores = ps.cpu_percent(percpu=True)
-        times = ps.cpu_times_percent()
-        now, disk, net = time.monotonic(), ps.disk_io_counters(), ps.net_io_counters()
+        system = self.psutil
+        cores = system.cpu_percent(percpu=True)
+        times = system.cpu_times_percent()
+        now, disk, net = time.monotonic(), system.disk_io_counters(), system.net_io_counters()
         then, last_disk, last_net = self._last
         self._last = (now, disk, net)
         elapsed = max(now - then, 1e-6)
         samples = [Sample("cpu", f"cpu{i}", "CPUUtilization", v) for i, v in enumerate(cores)]
         samples.append(Sample("cpu", "cpu_total", "CPUUtilization", sum(cores) / max(len(cores), 1)))
-        samples.append(Sample("memory", "MemoryUsedPercent", "Memory", ps.virtual_memory().percent))
+        samples.append(Sample("memory", "MemoryUsedPercent", "Memory", system.virtual_memory().percent))
         samples.append(Sample("i/o", "cpu_iowait", "I/OWaitPercentage", getattr(times, "iowait", 0.0)))
         if disk is not None and last_disk is not None:
             samples += [Sample("i/o", "disk", "ReadBytesPerSecond", (disk.read_bytes - last_disk.read_bytes) / elapsed),

@@ -6,16 +6,19 @@ rehearsed where SageMaker's checkpoint sync is missing (SDK local mode drops che
 - After the job on this host, however it ended (a SIGTERM'd run too): under local mode, the checkpoint
   folder is copied into `output/data/checkpoints`, which the SDK packs into the job's output.tar.gz.
   The next run names that folder as its `checkpoints` channel.
+
+Also whether the program wrote to it since a time (an in-job restart's sign of progress).
 """
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 from typing import Optional
 
 from ..common.console import log
 
-__all__ = ["keep_checkpoints", "restore_checkpoints"]
+__all__ = ["keep_checkpoints", "restore_checkpoints", "written_since"]
 
 
 def _files(folder: Path) -> int:
@@ -45,3 +48,20 @@ def keep_checkpoints(checkpoint_dir: Path, kept_in: Optional[Path]) -> None:
         return
     log(f"kept the checkpoint folder ({_files(kept_in)} files) in {kept_in}: name it as the next local run's "
         "checkpoints channel to resume from it")
+
+
+def written_since(folder: Path, since: float, limit: int = 10_000) -> bool:
+    """Whether a file in `folder` (or below) was written at or after `since` (wall clock); at most
+    `limit` entries are looked at."""
+    seen = 0
+    for root, dirs, files in os.walk(folder):
+        for name in files:
+            seen += 1
+            try:
+                if os.stat(os.path.join(root, name)).st_mtime >= since:
+                    return True
+            except OSError:
+                continue
+            if seen >= limit:
+                return False
+    return False

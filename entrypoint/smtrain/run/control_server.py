@@ -41,6 +41,7 @@ class ControlServer:
         self._lost: list[tuple[float, str]] = []
         self._reports: list[RankFailure] = []
         self._done: dict[str, int] = {}  # TF strategy jobs: host -> its program's status
+        self._ready: dict[str, int] = {}  # host -> the restart it is ready for (its last `ready`)
         self._incoming: Optional[Path] = None  # where workers' profiler archives are written (accept_profiles)
         self._profile_cap = 0
         self._shipped: dict[str, Path] = {}  # host -> its complete archive
@@ -105,6 +106,17 @@ class ControlServer:
         """The first worker whose program ended non-zero (TF strategy jobs), and its status."""
         with self._lock:
             return next(((host, status) for host, status in self._done.items() if status != 0), None)
+
+    def new_attempt(self) -> None:
+        """Forget the failed attempt's rank reports and programs' ends: an in-job restart begins."""
+        with self._lock:
+            self._reports.clear()
+            self._done.clear()
+
+    def not_ready(self, hosts: list[str], attempt: int) -> list[str]:
+        """Those of `hosts` that have not said they are ready for restart `attempt`."""
+        with self._lock:
+            return [h for h in hosts if self._ready.get(h, -1) < attempt]
 
     def lost_hosts(self) -> list[str]:
         """Workers lost (and not back), the first lost first."""
@@ -262,6 +274,11 @@ class ControlServer:
             elif message.type is MessageType.DONE and isinstance(message.fields.get("status"), int):
                 with self._lock:
                     self._done[host] = message.fields["status"]
+                    self._lock.notify_all()
+                self._on_news()
+            elif message.type is MessageType.READY and isinstance(message.fields.get("attempt"), int):
+                with self._lock:
+                    self._ready[host] = message.fields["attempt"]
                     self._lock.notify_all()
                 self._on_news()
 

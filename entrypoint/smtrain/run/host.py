@@ -1,5 +1,5 @@
-"""Which role this host plays, with which policy: the one place a plan's distribution and role pick
-the code that runs (cli calls `run_job`)."""
+"""Which role this host plays: the one place a plan's role picks the code that runs (cli calls
+`run_job`); the distribution kind is the plan's business, not run's."""
 from __future__ import annotations
 
 from typing import Mapping
@@ -18,13 +18,10 @@ def run_job(plan: LaunchPlan, inherited_env: Mapping[str, str], python: str, wak
         from .single import run_single
 
         return job.run(run_single)
-    from .kinds import policy_for
-
-    policy = policy_for(plan.distribution)
     if plan.role is Role.MASTER:
         from .master import Master
 
-        return job.run(Master(policy).run)
+        return job.run(Master().run)
     from .worker import Worker
 
-    return job.run(Worker(policy).run)
+    return job.run(Worker().run)

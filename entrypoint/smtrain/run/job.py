@@ -5,7 +5,8 @@
     role body      single: the program under its watchdog (run.single); master: the control server,
                    the workers' hellos, the watchdog, the program, the job's end (run.master);
                    worker: the master's link and this host's part (run.worker). What differs between
-                   kinds (MPI, MultiWorkerMirroredStrategy, parameter servers) is a `Policy` (run.kinds)
+                   kinds (MPI, MultiWorkerMirroredStrategy, parameter servers) is in the plan's
+                   `Coordination` (plan.coordination): run/ never asks which kind it runs
     finish         anything left running ended; the profiler report (master, single host; also after a
                    failure); the `JobOutcome` rendered once (run.outcome.render)
 """
@@ -21,6 +22,7 @@ from typing import Callable, Mapping, Sequence
 from ..common import linux
 from ..common.console import log, redact
 from ..common.signals import SignalWaker
+from ..wire.contract import RANK_CONTRACT_ENV
 from ..plan.localmode import describe as describe_emulation
 from ..plan.launch import LaunchPlan, Role
 from ..plan.program import check_program
@@ -95,6 +97,31 @@ class HostJob:
     def start_helpers(self) -> list[int]:
         start_helpers(self.plan, self.helpers)
         return self.helpers.pids
+
+    def _with_contract(self, env: dict[str, str], token: str, rank: int) -> dict[str, str]:
+        team = self.plan.coordination
+        if team is not None and team.contract is not None:
+            env[RANK_CONTRACT_ENV] = team.contract._replace(token=token, rank=rank).to_json()
+        return env
+
+    def program_env(self, token: str) -> dict[str, str]:
+        """This host's program's environment; with its rank contract where the plan has one (the
+        token comes with the job's start; mpirun's environment carries its own)."""
+        team = self.plan.coordination
+        rank = team.program_rank if team is not None else 0
+        return self._with_contract(self.plan.child_env(self.inherited_env), token, rank)
+
+    def start_companions(self, token: str) -> None:
+        """What runs beside this host's program once the job started (a parameter server), as helpers:
+        they run until the job ends, each with its own rank contract."""
+        team = self.plan.coordination
+        if team is None:
+            return
+        for companion in team.companions:
+            env = self._with_contract({**self.plan.child_env(self.inherited_env), **companion.env_set}, token,
+                                      companion.rank)
+            log(f"starting the {companion.name} ({companion.describe})")
+            self.helpers.start(companion.name, companion.argv, preexec_fn=parent_death_signal(signal.SIGTERM), env=env)
 
     def run(self, body: Callable[["HostJob"], JobOutcome]) -> int:
         at_start = FileState.of(self.plan.failure_file)

@@ -9,7 +9,8 @@ silent master whose host still acknowledges this host's heartbeats gets longer (
 
 The master can stop this host's program at any time: `signal` (a shutdown signal it received:
 raised here as if this `train` had received it, so it is forwarded with the grace period), `abort`
-(the job fails: stop now) and `end` (the job is over, with its status). A master that goes silent
+(the job fails: stop now) and `end` (the job is over, with its status). After a failed attempt it
+may say `restart`: this host ends its part of the attempt, says `ready`, and waits for the next `start`. A master that goes silent
 for the heartbeat timeout, or whose connection closes, is lost.
 """
 from __future__ import annotations
@@ -43,8 +44,10 @@ class MasterLink:
 
     def __init__(self, client: ControlClient, master: str, silence_s: float, waker: SignalWaker) -> None:
         self._client, self._master, self._silence_s, self._waker = client, master, silence_s, waker
-        self._started = threading.Event()
+        self._changed = threading.Condition()
         self.token: Optional[str] = None
+        self.attempt = -1  # the attempt the master last started
+        self.restart_asked = 0  # the restart the master last asked for (0: none)
         self.abort_reason: Optional[str] = None
         self.end: Optional[JobOutcome] = None  # the job's outcome, as the master said
         self.lost: Optional[str] = None  # how the master was lost
@@ -57,11 +60,13 @@ class MasterLink:
     def send(self, kind: MessageType, **fields: object) -> None:
         self._client.send(kind, **fields)  # a broken connection shows on the next read
 
-    def wait_start(self, deadline: float) -> Optional[str]:
-        """The job's token once the master starts the job; None when it ended or was lost first."""
-        while not self._started.wait(timeout=max(0.0, min(0.5, deadline - time.monotonic()))):
-            if self.over() or time.monotonic() >= deadline:
-                return None
+    def wait_start(self, deadline: float, attempt: int = 0) -> Optional[str]:
+        """The job's token once the master starts `attempt` of the job; None when it ended or was lost first."""
+        with self._changed:
+            while self.attempt < attempt:
+                if self.over() or time.monotonic() >= deadline:
+                    return None
+                self._changed.wait(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
         return self.token
 
     def over(self) -> bool:
@@ -116,9 +121,19 @@ class MasterLink:
     def _handle(self, message: Message) -> None:
         fields = message.fields
         if message.type is MessageType.START:
-            self.token = str(fields.get("token", ""))
-            log("the job started")
-            self._started.set()
+            attempt = fields.get("attempt", 0)
+            with self._changed:
+                self.token = str(fields.get("token", ""))
+                self.attempt = attempt if isinstance(attempt, int) else 0
+                self.abort_reason = None  # an abort ended the attempt before; this one starts afresh
+                self._changed.notify_all()
+            log("the job started" if not self.attempt else f"the job started again (restart {self.attempt})")
+        elif message.type is MessageType.RESTART and isinstance(fields.get("attempt"), int):
+            log(f"the master restarts the job in place (restart {fields['attempt']}): {fields.get('cause', '')}")
+            with self._changed:
+                self.restart_asked = fields["attempt"]
+                self._changed.notify_all()
+            self._waker.post()
         elif message.type is MessageType.SIGNAL and isinstance(fields.get("signum"), int):
             log(f"the master forwards signal {fields['signum']}")
             os.kill(os.getpid(), fields["signum"])  # handled as our own: forwarded, grace period
@@ -131,4 +146,6 @@ class MasterLink:
     def _learn(self, lost: Optional[str] = None, abort: Optional[str] = None, end: Optional[JobOutcome] = None) -> None:
         self.lost, self.abort_reason = lost or self.lost, abort or self.abort_reason
         self.end = end or self.end
+        with self._changed:
+            self._changed.notify_all()
         self._waker.post()

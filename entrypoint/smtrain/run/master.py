@@ -1,37 +1,49 @@
-"""The master role, for every distribution kind: waits for the workers, starts the job, runs its own
-program under the stall watchdog, ends the job early when it must (a host lost, a stall, a task
-failed where the kind's policy says so), and decides the job's outcome, which every worker is told.
+"""The master role, for every distribution kind, as the plan's `Coordination` says: waits for the
+workers, starts the job (and this host's companions), runs its own program under the stall watchdog,
+passes signals on to the ranks, ends the job early when it must (a host lost, a stall, a task failed
+where the plan says so), waits for the workers' programs where the job ends with every program, and
+decides the job's outcome, which every worker is told.
 
 Whatever happens first of a task failing, a host lost or a stall ends the job at once: the workers
 are told `abort`, this host's program gets SIGTERM, SIGKILL ABORT_GRACE_S later (smtrain.proc.supervise)."""
 from __future__ import annotations
 
+import signal
 import threading
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ..common.console import log
-from ..common.signals import SignalWaker
-from ..config.defaults import PROFILE_WAIT_S, STACK_DUMP_WAIT_S
+from ..common.signals import SHUTDOWN_SIGNALS, WAKE, SignalWaker
+from ..config.defaults import ABORT_GRACE_S, PROFILE_WAIT_S, STACK_DUMP_WAIT_S
 from ..errors import PeersUnreachable, StartupFailed
-from ..proc.supervise import ProcessResult, supervise
+from ..plan.coordination import Coordination, JobEnd, RankSignals
+from ..proc.rank_signals import signal_ranks, signal_ranks_once_started
+from ..proc.supervise import LEFTOVER_WAIT_S, ProcessResult, signal_tree, supervise
 from ..wire.control_protocol import MessageType
 from ..wire.progress_file import Counts
 from .control_server import ControlServer
 from .job import HostJob
+from .carry import written_since
 from .outcome import JobOutcome, JobView, decide, failure_text
-from .policy import Peers, Policy
+from .restart_rule import Attempt, AttemptProgress, describe_attempts, why_not_restart
 from .stall import Stall, StallWatch
 from .watchdog import Watchdog
 
-__all__ = ["Master", "await_workers", "gather_profiles", "open_control"]
+__all__ = ["ABORT_WAIT_S", "Master", "await_workers", "gather_profiles", "open_control"]
+
+# After an abort, for the workers' own programs: ABORT_GRACE_S, their leftovers LEFTOVER_WAIT_S, their
+# launchers' reports a few seconds more.
+ABORT_WAIT_S = ABORT_GRACE_S + LEFTOVER_WAIT_S + 3.0
 
 
-def open_control(peers: Peers, token: str, waker: SignalWaker, dogs: list[Watchdog]) -> ControlServer:
+def open_control(peers: Coordination, token: str, waker: SignalWaker, dogs: list[Watchdog],
+                 on_counts: Callable[[str, int, Counts], None] = lambda host, rank, counts: None) -> ControlServer:
     """The master's control server, feeding what the ranks report to the stall watchdog in `dogs`
-    (once it runs); StartupFailed naming the port when it is taken."""
+    (once it runs) and to `on_counts`; StartupFailed naming the port when it is taken."""
     def on_progress(host: str, rank: int, counts: Counts) -> None:
+        on_counts(host, rank, counts)
         for dog in dogs:
             dog.observe(host, rank, counts)
 
@@ -47,7 +59,7 @@ def open_control(peers: Peers, token: str, waker: SignalWaker, dogs: list[Watchd
                             f"{e.strerror} (set SM_CONTROL_PORT to a free port)") from None
 
 
-def await_workers(server: ControlServer, peers: Peers) -> None:
+def await_workers(server: ControlServer, peers: Coordination) -> None:
     """Wait for every worker's hello; PeersUnreachable (told to those that came) when one does not."""
     if not peers.workers:
         return
@@ -93,47 +105,132 @@ def gather_profiles(server: ControlServer, workers: list[str], into: Path) -> li
 class Master:
     """The master role (see the module's docstring)."""
 
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
+    def __init__(self) -> None:
         self.aborted: Optional[str] = None  # why the job is being ended early, once it is
         self.dogs: list[Watchdog] = []  # the stall watchdog, once the program runs
+        self.progress = AttemptProgress()  # what the ranks of this attempt reported
+
+    @property
+    def team(self) -> Coordination:
+        team = self.job.plan.coordination
+        assert team is not None, "the master role needs the plan's coordination"
+        return team
 
     def run(self, job: HostJob) -> JobOutcome:
         self.job = job
-        plan, policy = job.plan, self.policy
-        peers = policy.peers(plan)
+        plan, team = job.plan, self.team
         job.start_helpers()
-        self.server = open_control(peers, job.token, job.waker, self.dogs)
-        if plan.profiler_dir is not None and peers.workers:
+        self.server = open_control(team, job.token, job.waker, self.dogs,
+                                   lambda host, rank, counts: self.progress.observe(host, rank, counts))
+        if plan.profiler_dir is not None and team.workers:
             from ..profiler.shipping import SHIP_CAP_BYTES
 
             self.server.accept_profiles(plan.profiler_dir / ".incoming", SHIP_CAP_BYTES + (1 << 20))
         try:
             self.server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
-            await_workers(self.server, peers)
-            self.server.broadcast(MessageType.START, token=job.token)
-            policy.start_tasks(self)
-            if plan.stall_timeout_s > 0:
-                watch = StallWatch(plan.stall_timeout_s, time.monotonic())
-                for host, rank in policy.expected_ranks(plan):
-                    watch.expect(host, rank)
-                self.dogs.append(Watchdog(watch, self._stalled).start())
-            log(policy.start_line(plan))
-            try:
-                result = supervise(plan.argv, policy.program_env(self), plan.cwd, plan.grace_period_s, job.waker,
-                                   lambda pid, signum: policy.forward(self, pid, signum), spare=job.helpers.pids,
-                                   on_wake=self.why_end)
-                policy.after_program(self, result)
-            finally:
-                for dog in self.dogs:
-                    dog.stop()
-            outcome = decide(self._view(result), lambda report: policy.where(plan, report))
+            await_workers(self.server, team)
+            job.start_companions(job.token)
+            attempts: list[Attempt] = []
+            while True:
+                outcome, attempt = self._attempt(len(attempts))
+                if outcome.status == 0 or plan.restarts.max_restarts == 0:
+                    break
+                attempts.append(attempt)
+                stopping = job.waker.shutdown_seen
+                why_not = why_not_restart(attempts, plan.restarts.max_restarts,
+                                          signal.Signals(stopping).name if stopping else None)
+                if why_not is None:
+                    why_not = self._restart(len(attempts), attempt)
+                if why_not is not None:
+                    outcome = outcome._replace(what=f"{outcome.what} ({describe_attempts(attempts, why_not)})")
+                    break
+            if attempts and outcome.status == 0:
+                log(f"the job succeeded after {len(attempts)} restart(s) in place")
             self.server.end(outcome.status, outcome.reason)
-            if plan.profiler_dir is not None and peers.workers:
-                job.report_notes += gather_profiles(self.server, list(peers.workers), plan.profiler_dir)
+            if plan.profiler_dir is not None and team.workers:
+                job.report_notes += gather_profiles(self.server, list(team.workers), plan.profiler_dir)
         finally:
             self.server.close()
         return outcome
+
+    def _attempt(self, number: int) -> tuple[JobOutcome, Attempt]:
+        """One run of the job's program (number 0, then one more for each restart) and how it ended."""
+        job, plan, team = self.job, self.job.plan, self.team
+        started, started_wall = time.monotonic(), time.time()
+        self.server.broadcast(MessageType.START, token=job.token, attempt=number)
+        if plan.stall_timeout_s > 0:
+            watch = StallWatch(plan.stall_timeout_s, time.monotonic())
+            for host, rank in team.ranks:
+                watch.expect(host, rank)
+            self.dogs.append(Watchdog(watch, self._stalled).start())
+        log(team.start_line)
+        try:
+            result = supervise(plan.argv, job.program_env(job.token), plan.cwd, plan.grace_period_s, job.waker,
+                               self.forward, spare=job.helpers.pids, on_wake=self.why_end)
+            self.after_program(result)
+        finally:
+            for dog in self.dogs:
+                dog.stop()
+        program = str(plan.program.program_path)
+        outcome = decide(self._view(result),
+                         lambda report: team.name_rank(program, report.rank, report.local_rank, report.host))
+        progressed = self.progress.progressed or (plan.restarts.max_restarts > 0
+                                                  and written_since(plan.checkpoint_dir, started_wall))
+        return outcome, Attempt(outcome, progressed, self.progress.steps, time.monotonic() - started)
+
+    def _restart(self, number: int, failed: Attempt) -> Optional[str]:
+        """Restart `number` in place: every worker ends its part of the failed attempt and says it is
+        ready (bounded; a shutdown signal ends the wait at once). None when the job can start again,
+        else why not."""
+        team, waker = self.team, self.job.waker
+        log(f"restarting the job in place (restart {number} of {self.job.plan.restarts.max_restarts}) after "
+            f"{failed.seconds:.1f} s: {failed.cause()}")
+        began = time.monotonic()
+        self.server.broadcast(MessageType.RESTART, attempt=number, cause=failed.cause())
+        deadline = began + ABORT_WAIT_S
+        while True:
+            waiting = self.server.not_ready(list(team.workers), number)
+            if not waiting:
+                break
+            lost = self.server.lost_hosts()
+            if lost:
+                return f"a host was lost ({lost[0]})"
+            if time.monotonic() >= deadline:
+                return f"workers {', '.join(waiting)} did not end their part of the attempt in time"
+            for signum in waker.wait(0.2):
+                if signum in SHUTDOWN_SIGNALS:
+                    return f"train was asked to stop ({signal.Signals(signum).name})"
+        self.server.new_attempt()
+        self.aborted, self.progress = None, AttemptProgress()
+        self.dogs.clear()
+        log(f"restart {number}: every host is ready after {time.monotonic() - began:.2f} s; starting the job again")
+        return None
+
+    def forward(self, pid: int, signum: int) -> None:
+        """Pass a signal `train` received on to the job's processes, here and on the workers."""
+        if self.team.signals is RankSignals.RANK_LAUNCHERS:
+            name = signal.Signals(signum).name
+            ranks = signal_ranks(pid, signum)
+            self.server.broadcast(MessageType.SIGNAL, signum=signum)
+            log(f"forwarded {name} to {ranks} local rank(s) and to every worker")
+            if not ranks and signum in SHUTDOWN_SIGNALS:  # mpirun is still starting them: they get it once there
+                signal_ranks_once_started(pid, signum, self.job.plan.grace_period_s,
+                                          lambda count: log(f"forwarded {name} to {count} local rank(s) once started"))
+            return
+        signal_tree(pid, signum, self.job.helpers.pids)
+        if self.aborted is None:  # an abort's SIGTERM: the workers had `abort`, with its shorter grace
+            self.server.broadcast(MessageType.SIGNAL, signum=signum)
+
+    def after_program(self, result: ProcessResult) -> None:
+        """Once this host's program has ended: where the workers run programs of their own, a failed one
+        here ends the job, and the job waits for theirs when it ends with every program (or was aborted)."""
+        team = self.team
+        if not team.workers_run_programs:
+            return  # mpirun's end is the job's
+        if result.exit_code != 0 and team.ends_on_task_failure:
+            self.abort("the master's program failed")
+        if team.end is JobEnd.EVERY_PROGRAM or self.aborted:
+            self._await_workers_done()
 
     def abort(self, reason: str) -> None:
         """End the job early, once: the workers are told to stop their programs now."""
@@ -154,13 +251,36 @@ class Master:
             return f"lost worker host {lost[0]}"
         if self.dogs and self.dogs[0].stall is not None:
             return "the job stalled"
-        if self.policy.ends_on_task_failure:
+        if self.team.ends_on_task_failure:
             if self.server.has_reports(final=True):
                 return "a task of the job failed"
             failed = self.server.failed_done()
             if failed:
                 return f"the program on host {failed[0]} ended with status {failed[1]}"
         return None
+
+    def _all_done(self) -> bool:
+        finished = {*self.server.done_hosts(), *self.server.lost_hosts()}
+        return all(w in finished for w in self.team.workers)
+
+    def _await_workers_done(self) -> None:
+        """Until every worker's program has ended (bounded once the job is aborted or asked to stop)."""
+        waker, server = self.job.waker, self.server
+        deadline: Optional[float] = None
+        while not self._all_done():
+            if self.aborted and deadline is None:
+                deadline = time.monotonic() + ABORT_WAIT_S
+            if deadline is not None and time.monotonic() >= deadline:
+                waiting = [w for w in self.team.workers if w not in server.done_hosts()]
+                log(f"workers {', '.join(waiting)} did not report their program's end in time")
+                return
+            for signum in waker.wait(1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))):
+                if signum == WAKE:
+                    self.why_end()
+                elif signum in SHUTDOWN_SIGNALS:
+                    server.broadcast(MessageType.SIGNAL, signum=signum)
+                    deadline = min(deadline or float("inf"),
+                                   time.monotonic() + self.job.plan.grace_period_s + ABORT_WAIT_S)
 
     def _stalled(self, stall: Stall) -> None:
         """The stall watchdog's finding: every rank dumps its stack; then the job ends (why_end)."""
@@ -169,12 +289,11 @@ class Master:
         threading.Timer(STACK_DUMP_WAIT_S, self.job.waker.post).start()
 
     def _view(self, result: ProcessResult) -> JobView:
-        plan = self.job.plan
         stall = self.dogs[0].stall if self.dogs else None
         # mpirun (or the program) may end while reports are in flight: wait for them when anything failed
         report = self.server.first_report(max_wait_s=2.0 if result.exit_code or self.server.has_reports() else 0.0)
         return JobView(
-            program=result, program_name=self.policy.program_name(plan), script=str(plan.program.program_path),
+            program=result, program_name=self.team.program_name, script=str(self.job.plan.program.program_path),
             stall=stall.describe() if stall is not None else None, report=report,
             final_reports=self.server.has_reports(final=True), lost=tuple(self.server.lost_hosts()),
             failed_done=self.server.failed_done(),

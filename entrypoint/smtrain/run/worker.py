@@ -1,19 +1,26 @@
-"""The worker role, for every distribution kind: starts what the master needs of this host (the
-policy's `before_connect`: sshd for mpirun), says hello, does its part (the policy's `work`) while a
-link thread follows the master (run.link), and ends with the job's outcome as the master tells it,
+"""The worker role, for every distribution kind, as the plan's `Coordination` says: starts what the
+master needs of this host (sshd, for mpirun), says hello, does its part while a link thread follows
+the master (run.link) - runs its own program once the job starts and tells its status, or passes
+signals on to the ranks mpirun started here - and ends with the job's outcome as the master tells it,
 or MasterLost when the master goes silent."""
 from __future__ import annotations
 
 import base64
+import os
+import signal
 import time
+from typing import Optional
 
 from ..common.console import log
-from ..common.signals import SHUTDOWN_SIGNALS
+from ..common.signals import SHUTDOWN_SIGNALS, WAKE
+from ..config.defaults import ABORT_GRACE_S
+from ..proc.rank_signals import signal_ranks
+from ..proc.supervise import supervise
+from ..wire.control_protocol import PROFILE_CHUNK, MessageType
 from .job import HostJob
 from .link import MasterLink, connect_to_master
-from ..wire.control_protocol import PROFILE_CHUNK, MessageType
 from .outcome import JobOutcome
-from .policy import Policy
+from .sshd import start_sshd
 
 __all__ = ["Worker", "ship_profile"]
 
@@ -39,26 +46,108 @@ def ship_profile(link: MasterLink, job: HostJob) -> None:
 class Worker:
     """The worker role (see the module's docstring)."""
 
-    def __init__(self, policy: Policy) -> None:
-        self.policy = policy
-
     def run(self, job: HostJob) -> JobOutcome:
         self.job = job
-        peers = self.policy.peers(job.plan)
-        self.deadline = time.monotonic() + peers.peer_wait_s  # for the master to be reachable
+        team = job.plan.coordination
+        assert team is not None, "the worker role needs the plan's coordination"
+        self.team = team
+        self.deadline = time.monotonic() + team.peer_wait_s  # for the master to be reachable
         job.start_helpers()
-        self.policy.before_connect(self)
-        log(f"connecting to the master {peers.master}:{peers.control_port}")
-        client = connect_to_master(job.plan.host, peers.master, peers.control_port, self.deadline, peers.peer_wait_s)
+        if team.sshd_argv:
+            start_sshd(job.helpers, team.sshd_argv, int(team.sshd_argv[team.sshd_argv.index("-p") + 1]), self.deadline)
+            log("sshd is up")
+        log(f"connecting to the master {team.master}:{team.control_port}")
+        client = connect_to_master(job.plan.host, team.master, team.control_port, self.deadline, team.peer_wait_s)
         try:
-            self.link = MasterLink(client, peers.master, peers.heartbeat_timeout_s, job.waker).start()
-            self.policy.work(self)
+            self.link = MasterLink(client, team.master, team.heartbeat_timeout_s, job.waker).start()
+            if job.plan.argv:
+                self._run_program()
+            else:
+                self._serve_ranks()
             outcome = self._await_end()
             if self.link.end is not None and job.plan.profiler_dir is not None:
                 ship_profile(self.link, job)
             return outcome
         finally:
             client.close()
+
+    def _run_program(self) -> None:
+        """Once the master starts the job: this host's companions and program; `done` when it ended.
+        Again for each restart the master asks for (the program has ended by then: `ready` at once)."""
+        job, link = self.job, self.link
+        deadline = self.deadline + self.team.peer_wait_s  # the master waits for every worker
+        attempt = 0
+        while True:
+            token = link.wait_start(deadline, attempt)
+            if token is None:
+                return
+            if attempt == 0:
+                job.start_companions(token)
+            log(self.team.start_line)
+            result = supervise(job.plan.argv, job.program_env(token), job.plan.cwd, job.plan.grace_period_s,
+                               job.waker, spare=job.helpers.pids, on_wake=link.why_end)
+            link.send(MessageType.DONE, status=result.exit_code)
+            while not link.over() and link.restart_asked <= attempt:
+                job.waker.wait(1.0)
+            if link.over():
+                return
+            attempt = link.restart_asked
+            link.send(MessageType.READY, attempt=attempt)
+            deadline = time.monotonic() + self.team.peer_wait_s
+
+    def _serve_ranks(self) -> None:
+        """The ranks mpirun started here: forward signals to them until the job is over; SIGKILL them
+        when a shutdown's grace period ends first."""
+        me, waker, link = os.getpid(), self.job.waker, self.link
+        forwarded: set[int] = set()
+        pending: Optional[int] = None  # a stop that reached no rank yet (mpirun still starting them)
+        grace_deadline: Optional[float] = None
+        ready_for = 0
+        while not link.over():
+            if link.restart_asked > ready_for:  # the attempt failed: its ranks here must be gone first
+                ready_for = link.restart_asked
+                self._await_ranks_gone(me)
+                link.send(MessageType.READY, attempt=ready_for)
+                forwarded.clear()
+                grace_deadline = None
+            if pending is not None and signal_ranks(me, pending):
+                log(f"forwarded {signal.Signals(pending).name} to the local ranks once started")
+                forwarded.add(pending)
+                pending = None
+            timeout = 1.0 if grace_deadline is None else max(0.0, min(1.0, grace_deadline - time.monotonic()))
+            if pending is not None:
+                timeout = min(timeout, 0.05)
+            for signum in waker.wait(timeout):
+                if signum in (WAKE, signal.SIGCHLD):
+                    continue
+                if signum in forwarded and signum in SHUTDOWN_SIGNALS:
+                    continue  # the same stop asked for twice (locally and by the master): one signal is enough
+                count = signal_ranks(me, signum)
+                if count:
+                    forwarded.add(signum)
+                elif signum in SHUTDOWN_SIGNALS:
+                    pending = signum
+                log(f"forwarded {signal.Signals(signum).name} to {count} local rank(s)")
+                if signum in SHUTDOWN_SIGNALS and grace_deadline is None:
+                    grace_deadline = time.monotonic() + self.job.plan.grace_period_s
+            if grace_deadline is not None and time.monotonic() >= grace_deadline:
+                log("grace period is over: sending SIGKILL to the local ranks")
+                signal_ranks(me, signal.SIGKILL)
+                grace_deadline = None
+
+    def _await_ranks_gone(self, me: int) -> None:
+        """Until no rank of the failed attempt runs here (mpirun's daemons end them); SIGKILL after
+        ABORT_GRACE_S."""
+        killed, deadline = False, time.monotonic() + ABORT_GRACE_S
+        while signal_ranks(me, 0):
+            if time.monotonic() >= deadline:
+                if killed:
+                    log("ranks of the failed attempt did not go after SIGKILL; going on")
+                    return
+                log("ranks of the failed attempt still run: sending them SIGKILL")
+                signal_ranks(me, signal.SIGKILL)
+                killed, deadline = True, time.monotonic() + 2.0
+            time.sleep(0.05)
 
     def _await_end(self) -> JobOutcome:
         """The job's outcome, as the master tells it (the heartbeats bound the wait)."""

@@ -8,9 +8,13 @@ says so explicitly, over one TCP connection per worker, as newline-delimited JSO
     worker -> master   hello {host}                 once sshd is up (MPI) or it is ready (TF strategy)
                        heartbeat                    every HEARTBEAT_S
                        done {status}                TF strategy jobs: this host's program ended
+                       ready {attempt}              after `restart`: this host's part of the failed attempt is gone
                        profile {data, last}         after `end`: this host's profiler files, a gzip'd tar
                                                     in base64 pieces of PROFILE_CHUNK bytes (smtrain.profiler.shipping)
-    master -> worker   start {token}                mpirun starts; TF strategy jobs: start your program
+    master -> worker   start {token, attempt}       mpirun starts; TF strategy jobs: start your program
+                                                    (attempt 0, then one more for each in-job restart)
+                       restart {attempt, cause}     the attempt failed and the job restarts in place: end your
+                                                    part of it (ranks, program), then say `ready`
                        heartbeat                    every HEARTBEAT_S
                        signal {signum}              forward signum to your ranks
                        abort {reason}               TF strategy jobs: the job fails; stop your program now
@@ -55,6 +59,8 @@ class MessageType(enum.Enum):
     DONE = "done"
     PROFILE = "profile"
     ABORT = "abort"
+    RESTART = "restart"
+    READY = "ready"
     RANK_EXIT = "rank-exit"
     PROGRESS = "progress"
     WAITING = "waiting"

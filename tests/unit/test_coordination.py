@@ -1,4 +1,4 @@
-"""The policy of each distribution kind (smtrain.run.kinds) and the master's decisions, without
+"""Each distribution kind's coordination (smtrain.plan.kinds) and the master's decisions on it, without
 processes: plans from real config files, the control server's knowledge rebuilt from recorded control
 messages (bytes as the wire carries them), the stall rule on a fake clock, and the table of endings
 (`decide`) and their rendering (`render`)."""
@@ -13,12 +13,10 @@ import pytest
 
 from smtrain.config.load import load_config
 from smtrain.errors import ConfigError, FailureKind
+from smtrain.plan.kinds import PLANNERS
 from smtrain.plan.launch import Distribution, LaunchPlan, plan_launch
 from smtrain.proc.supervise import ProcessResult
 from smtrain.progress import Counts
-from smtrain.run.kinds import POLICIES, policy_for
-from smtrain.run.kinds.mpi import MpiPolicy
-from smtrain.run.kinds.strategy import StrategyPolicy
 from smtrain.run.master import Master
 from smtrain.run.outcome import FileState, JobOutcome, JobView, decide, render
 from smtrain.run.stall import StallEvidence, StallWatch
@@ -80,24 +78,25 @@ def _rank_exit(host: str, rank: int, final: bool = True, tail: str = "Traceback 
 
 
 def _master(plan: LaunchPlan, server: RecordedServer) -> Master:
-    master = Master(policy_for(plan.distribution))
+    master = Master()
     master.job = SimpleNamespace(plan=plan, waker=SimpleNamespace(wait=lambda timeout: []), helpers=None)
     master.server = server  # type: ignore[assignment]
     return master
 
 
-def test_every_kind_across_hosts_has_a_policy_and_the_plan_names_its_kind(tmp_path: Path) -> None:
+def test_every_kind_has_a_planner_and_the_plan_names_its_kind(tmp_path: Path) -> None:
     kinds = {name: _plan(tmp_path / name, hps).distribution for name, hps in (("mpi", MPI), ("ps", PS), ("mwms", MWMS))}
     assert kinds == {"mpi": Distribution.MPI, "ps": Distribution.PARAMETER_SERVER,
                      "mwms": Distribution.MULTI_WORKER_MIRRORED}
-    assert set(POLICIES) == set(Distribution) - {Distribution.SINGLE}
+    assert set(PLANNERS) == set(Distribution)
     assert _plan(tmp_path / "one", {}, hosts=("algo-1",)).distribution is Distribution.SINGLE
 
 
 def test_mpi_watches_every_rank_where_mpirun_places_it_and_a_fake_clock_names_the_stopped_one(tmp_path: Path) -> None:
     plan = _plan(tmp_path, MPI)
-    ranks = MpiPolicy().expected_ranks(plan)
-    assert ranks == [("algo-1", 0), ("algo-1", 1), ("algo-2", 2), ("algo-2", 3), ("algo-3", 4), ("algo-3", 5)]
+    assert plan.coordination is not None
+    ranks = plan.coordination.ranks
+    assert ranks == (("algo-1", 0), ("algo-1", 1), ("algo-2", 2), ("algo-2", 3), ("algo-3", 4), ("algo-3", 5))
     watch = StallWatch(20.0, now=0.0)
     for host, rank in ranks:
         watch.expect(host, rank)
@@ -114,7 +113,8 @@ def test_mpi_watches_every_rank_where_mpirun_places_it_and_a_fake_clock_names_th
 
 def test_strategy_kinds_watch_their_programs_not_the_parameter_servers(tmp_path: Path) -> None:
     plan = _plan(tmp_path, PS)
-    assert StrategyPolicy(False).expected_ranks(plan) == [("algo-1", 0), ("algo-2", 1), ("algo-3", 2)]
+    assert plan.coordination is not None
+    assert plan.coordination.ranks == (("algo-1", 0), ("algo-2", 1), ("algo-3", 2))
 
 
 def test_a_failed_rank_is_left_to_mpirun_but_ends_a_strategy_job_at_once_and_the_workers_are_told(tmp_path: Path) -> None:
@@ -140,24 +140,26 @@ def test_after_its_program_a_mwms_master_waits_for_every_worker_a_ps_master_only
     program_ok, program_failed = ProcessResult(0, None, None, False, b""), ProcessResult(2, None, None, False, b"")
     workers_done = [("algo-2", encode(MessageType.DONE, status=0)), ("algo-3", encode(MessageType.DONE, status=0))]
     ps = _master(_plan(tmp_path / "ps", PS), RecordedServer([]))  # no worker has said done
-    ps.policy.after_program(ps, program_ok)  # returns at once: a parameter-server job ends with its master
+    ps.after_program(program_ok)  # returns at once: a parameter-server job ends with its master
     assert ps.server.sent == []
     failing = _master(_plan(tmp_path / "ps2", PS), RecordedServer(workers_done))
-    failing.policy.after_program(failing, program_failed)
+    failing.after_program(program_failed)
     assert [m.type for m in failing.server.sent] == [MessageType.ABORT]
     mwms = _master(_plan(tmp_path / "mwms", MWMS), RecordedServer(workers_done))
-    mwms.policy.after_program(mwms, program_ok)
+    mwms.after_program(program_ok)
     assert mwms.server.sent == []
 
 
 def _view(plan: LaunchPlan, program: ProcessResult, server: RecordedServer, stall: Optional[str] = None) -> JobView:
-    policy = policy_for(plan.distribution)
-    return JobView(program, policy.program_name(plan), str(plan.program.program_path), stall, server.first_report(),
+    assert plan.coordination is not None
+    return JobView(program, plan.coordination.program_name, str(plan.program.program_path), stall, server.first_report(),
                    server.has_reports(final=True), tuple(server.lost), server.failed_done())
 
 
 def _ending(plan: LaunchPlan, view: JobView) -> tuple[int, Any, str]:
-    outcome = decide(view, lambda report: policy_for(plan.distribution).where(plan, report))
+    team, program = plan.coordination, str(plan.program.program_path)
+    assert team is not None
+    outcome = decide(view, lambda report: team.name_rank(program, report.rank, report.local_rank, report.host))
     return outcome.status, outcome.kind, outcome.reason.splitlines()[0] if outcome.reason else ""
 
 

@@ -1,0 +1,96 @@
+"""In-job restarts without processes: the setting (config), the plan's policy (which jobs can be
+restarted in place, shown by --dry-run) and the rule that judges each failed attempt (run.restart_rule)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from smtrain.config.load import load_config
+from smtrain.errors import ConfigError, FailureKind
+from smtrain.plan.launch import dumps, plan_launch
+from smtrain.run.outcome import JobOutcome
+from smtrain.run.restart_rule import Attempt, AttemptProgress, describe_attempts, why_not_restart
+from smtrain.wire.progress_file import Counts, InitPhase
+from tests.support import make_tree
+from tests.unit.test_plan import FACTS
+
+MPI = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"}
+RAISED = JobOutcome.failed(1, "RuntimeError", "rank 3 fails at step 30 (rank 3 on host algo-2)")
+
+
+def _plan(tmp_path: Path, hyperparameters: dict, hosts=("algo-1", "algo-2"), channels=None, **env: str):
+    tree = make_tree(tmp_path, hosts=hosts, hyperparameters=hyperparameters, channels=channels)
+    return plan_launch(load_config(tree.env(**env)), FACTS, "/venv/bin/python", token="t" * 32)
+
+
+def test_the_setting_is_a_whole_number_the_variable_wins_and_a_bad_one_is_named(tmp_path: Path) -> None:
+    assert _plan(tmp_path / "a", MPI).restarts.max_restarts == 0
+    assert _plan(tmp_path / "b", {**MPI, "sagemaker_max_restarts": "2"}).restarts.max_restarts == 2
+    assert _plan(tmp_path / "c", {**MPI, "sagemaker_max_restarts": "2"}, SMTRAIN_MAX_RESTARTS="3").restarts.max_restarts == 3
+    for bad in ('"-1"', '"two"', "1.5", "true"):
+        tree = make_tree(tmp_path / f"bad{len(bad)}{bad[0]}", hyperparameters={"sagemaker_max_restarts": bad})
+        with pytest.raises(ConfigError, match=r"hyperparameters.json: sagemaker_max_restarts \(or SMTRAIN_MAX_RESTARTS\) "
+                                              r"must be a whole number >= 0"):
+            load_config(tree.env())
+
+
+def test_the_plan_restarts_jobs_across_ranks_only_where_a_restart_can_resume_them(tmp_path: Path) -> None:
+    shown = json.loads(dumps(_plan(tmp_path / "mpi", {**MPI, "sagemaker_max_restarts": "2"})))
+    assert shown["restarts"] == {"max_restarts": 2, "asked": 2, "refused": None}
+    mwms = _plan(tmp_path / "mwms", {"sagemaker_multi_worker_mirrored_strategy_enabled": "true",
+                                     "sagemaker_max_restarts": "1"})
+    assert mwms.restarts.max_restarts == 1
+    refused = {
+        "alone": _plan(tmp_path / "alone", {"sagemaker_max_restarts": "1"}, hosts=("algo-1",)),
+        "ps": _plan(tmp_path / "ps", {"sagemaker_parameter_server_enabled": "true", "sagemaker_max_restarts": "1"}),
+        "pipe": _plan(tmp_path / "pipe", {**MPI, "sagemaker_max_restarts": "1"},
+                      channels={"train": {"TrainingInputMode": "Pipe"}}),
+    }
+    assert {name: plan.restarts.max_restarts for name, plan in refused.items()} == dict.fromkeys(refused, 0)
+    assert "a program on its own" in refused["alone"].restarts.refused
+    assert "parameter servers hold its state" in refused["ps"].restarts.refused
+    assert "Pipe-mode channels (train)" in refused["pipe"].restarts.refused
+
+
+def _attempt(outcome: JobOutcome = RAISED, progressed: bool = True, steps: int = 0) -> Attempt:
+    return Attempt(outcome, progressed, steps, 12.5)
+
+
+def test_a_transient_failure_after_progress_is_restarted_up_to_the_limit() -> None:
+    assert why_not_restart([_attempt()], 2, None) is None
+    killed = JobOutcome.failed(137, FailureKind.PROGRAM_KILLED, "died of SIGKILL")
+    stalled = JobOutcome.of_kind(FailureKind.STALLED, "rank 1 on algo-1 stopped")
+    assert why_not_restart([_attempt(killed)], 1, None) is None and why_not_restart([_attempt(stalled)], 1, None) is None
+    assert why_not_restart([_attempt(steps=10), _attempt(steps=20)], 2, None) is None
+    assert why_not_restart([_attempt(steps=10), _attempt(steps=20), _attempt(steps=30)], 2, None) == (
+        "the limit of 2 restart(s) is reached")
+
+
+def test_what_a_restart_cannot_help_is_never_restarted() -> None:
+    assert why_not_restart([_attempt()], 2, "SIGTERM") == "train was asked to stop (SIGTERM)"
+    for kind in (FailureKind.OUT_OF_MEMORY, FailureKind.HOST_LOST, FailureKind.CONFIG_ERROR, FailureKind.STARTUP_FAILED):
+        outcome = JobOutcome(137 if kind.status is None else kind.exit_code, kind, "x")
+        assert why_not_restart([_attempt(outcome)], 2, None) is not None, kind
+    assert "out of memory" in why_not_restart([_attempt(JobOutcome(137, FailureKind.OUT_OF_MEMORY, "x"))], 2, None)
+    assert why_not_restart([_attempt(progressed=False)], 2, None) == "the program failed before any progress"
+    assert why_not_restart([_attempt(steps=30), _attempt(steps=30)], 5, None) == (
+        "it failed at the same step again (step 30)")
+    assert why_not_restart([_attempt(), _attempt()], 5, None) == "it failed the same way again"
+
+
+def test_the_final_reason_names_every_attempt() -> None:
+    text = describe_attempts([_attempt(), _attempt()], "it failed the same way again")
+    assert text == ("attempt 2 of the job; attempt 1 failed after 12.5 s: RuntimeError: rank 3 fails at step 30 "
+                    "(rank 3 on host algo-2); not restarted: it failed the same way again")
+    assert describe_attempts([_attempt()], "a host was lost") == "not restarted: a host was lost"
+
+
+def test_progress_is_a_step_a_sign_of_life_or_horovod_s_init_returned() -> None:
+    progress = AttemptProgress()
+    progress.observe("algo-1", 0, Counts(0, 0, InitPhase.WAITING))
+    assert not progress.progressed
+    progress.observe("algo-1", 0, Counts(0, 0, InitPhase.DONE))
+    progress.observe("algo-1", 1, Counts(7, 0, InitPhase.DONE))
+    assert progress.progressed and progress.steps == 7
