@@ -53,8 +53,9 @@ def test_mwms_keras_with_backup_and_restore_is_restarted_in_place_when_a_worker_
     """In-job restart (`sagemaker_max_restarts`) of a Keras job with BackupAndRestore: worker 1 is
     SIGKILLed once in its third epoch; every host's program starts again and resumes at epoch 2."""
     cluster = make_cluster(2)
-    cluster.write_job({**MWMS, "epochs": 4, "steps": 10, "kill-worker": 1, "kill-at": 25, "sagemaker_max_restarts": 1},
-                      program=PROGRAMS / "tf_mwms_keras.py")
+    shared = cluster.folder / "backup"  # every worker reads the chief's backup (on SageMaker: an s3:// folder)
+    cluster.write_job({**MWMS, "epochs": 4, "steps": 10, "kill-worker": 1, "kill-at": 25, "sagemaker_max_restarts": 1,
+                       "backup-dir": str(shared)}, program=PROGRAMS / "tf_mwms_keras.py")
     cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SM_SYSTEM_MONITOR="off"))
     statuses = cluster.wait(300)
     assert statuses == {h.name: 0 for h in cluster.hosts}, _details(cluster)

@@ -1,6 +1,7 @@
 """Keras `fit` under MultiWorkerMirroredStrategy from TF_CONFIG (no smtrain import), with Keras'
-BackupAndRestore in the checkpoint folder, as TensorFlow's fault-tolerance guide writes it: a restarted
-run resumes from the last backup.
+BackupAndRestore, as TensorFlow's fault-tolerance guide writes it: a restarted run resumes from the
+last backup. Its folder must be one every worker reads (the chief writes it): --backup-dir, on
+SageMaker an s3:// folder; by default the checkpoint folder (one host).
 
 --epochs N --steps S         N epochs of S steps
 --kill-worker I --kill-at B  worker I SIGKILLs itself at global batch B, once (a marker in its host's
@@ -14,6 +15,7 @@ import os
 import signal
 
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # as the image: Keras 3's fit does not run under this strategy
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
@@ -22,6 +24,7 @@ parser.add_argument("--epochs", type=int, default=4)
 parser.add_argument("--steps", type=int, default=10)
 parser.add_argument("--kill-worker", type=int, default=-1)
 parser.add_argument("--kill-at", type=int, default=-1)
+parser.add_argument("--backup-dir", default=os.path.join(os.environ["SM_CHECKPOINT_DIR"], "backup"))
 args, _ = parser.parse_known_args()
 index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
 out = os.environ["SM_OUTPUT_DATA_DIR"]
@@ -58,7 +61,7 @@ class Starts(tf.keras.callbacks.Callback):
             os.kill(os.getpid(), signal.SIGKILL)
 
 
-backup = tf.keras.callbacks.BackupAndRestore(os.path.join(os.environ["SM_CHECKPOINT_DIR"], "backup"))
+backup = tf.keras.callbacks.BackupAndRestore(args.backup_dir)
 history = model.fit(dataset, epochs=args.epochs, steps_per_epoch=args.steps, verbose=0, callbacks=[backup, Starts()])
 with open(os.path.join(out, f"done-worker{index}.json"), "w") as f:
     json.dump({"epochs": len(history.history["loss"]), "loss": history.history["loss"][-1]}, f)

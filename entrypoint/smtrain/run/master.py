@@ -174,9 +174,17 @@ class Master:
         program = str(plan.program.program_path)
         outcome = decide(self._view(result),
                          lambda report: team.name_rank(program, report.rank, report.local_rank, report.host))
-        progressed = self.progress.progressed or (plan.restarts.max_restarts > 0
-                                                  and written_since(plan.checkpoint_dir, started_wall))
-        return outcome, Attempt(outcome, progressed, self.progress.steps, time.monotonic() - started)
+        return outcome, Attempt(outcome, self._progressed(started_wall), self.progress.steps, time.monotonic() - started)
+
+    def _progressed(self, since: float) -> bool:
+        """Whether the attempt begun at `since` (wall clock) made progress: a rank said so, or (where
+        restarts are asked for) this host's ranks wrote a checkpoint or step events meanwhile - what a
+        TF strategy's script that counts no steps leaves (the step profiler's events of Keras batches)."""
+        plan = self.job.plan
+        if self.progress.progressed or plan.restarts.max_restarts == 0:
+            return self.progress.progressed
+        folders = [plan.checkpoint_dir, *([plan.profiler_dir / "framework"] if plan.profiler_dir else [])]
+        return any(written_since(folder, since) for folder in folders)
 
     def _restart(self, number: int, failed: Attempt) -> Optional[str]:
         """Restart `number` in place: every worker ends its part of the failed attempt and says it is

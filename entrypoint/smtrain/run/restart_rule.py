@@ -49,7 +49,7 @@ class Attempt(NamedTuple):
     """One run of the job's program and how it ended."""
 
     outcome: JobOutcome
-    progressed: bool  # a rank made progress: a step or a sign of life, Horovod's init returned, a checkpoint written
+    progressed: bool  # a step or sign of life, Horovod's init returned, a checkpoint or step events written
     steps: int  # the most steps a rank reported (0: none counted)
     seconds: float  # from its start to its end
 
