@@ -1,15 +1,16 @@
-# TensorFlow + Horovod training image for Amazon SageMaker; entry point `train`. Two flavours:
-#   CPU (builds anywhere):  docker build --build-arg BASE_IMAGE=<debian:bookworm-slim or a local base> --target cpu -t smtrain:cpu .
-#   GPU (CUDA 12.5.1 + cuDNN 9.3, what TensorFlow 2.21's wheel is built with; NCCL, EFA):  docker build --target gpu -t smtrain:gpu .
+# TensorFlow + Horovod training image for Amazon SageMaker; entry point `train`. Two flavours, each built
+# by `scripts/build-image.sh cpu|gpu` (or docker build --build-arg BASE_IMAGE=... --target cpu|gpu):
+#   CPU:  TensorFlow's CPU wheel
+#   GPU:  TensorFlow's GPU wheel with the CUDA 12, cuDNN 9 and NCCL wheels it pins; Horovod's NCCL operations; EFA
 # TensorFlow's version: requirements/tensorflow-version. The Python stack is built the same way in
 # both, by scripts/build-stack.sh (Horovod from source, patched by scripts/patch-horovod-build.py;
 # smtrain's native Pipe reader by scripts/build-native.sh); smdebug's readers get an environment of
 # their own (/opt/smtrain/smdebug). Only the final stages are shipped, with no compiler, no pip
 # cache and no apt lists.
 ARG BASE_IMAGE=debian:bookworm-slim
-ARG CUDA_DEVEL_IMAGE=nvidia/cuda:12.5.1-cudnn-devel-ubuntu22.04
-ARG CUDA_RUNTIME_IMAGE=nvidia/cuda:12.5.1-cudnn-runtime-ubuntu22.04
-ARG EFA_INSTALLER_VERSION=1.43.2
+ARG NVIDIA_COMPILER_RELEASE=trixie
+ARG NVIDIA_COMPILER_VERSION=12.4.131~12.4.1-2
+ARG AWS_OFI_NCCL_VERSION=
 
 # ---------------------------------------------------------------- CPU flavour
 FROM ${BASE_IMAGE} AS build
@@ -59,24 +60,37 @@ WORKDIR /opt/ml/code
 CMD ["train"]
 
 # ---------------------------------------------------------------- GPU flavour
-# Horovod is compiled against the MPI that runs the job: Amazon's Open MPI from the EFA installer.
-FROM ${CUDA_DEVEL_IMAGE} AS gpu-build
-ARG EFA_INSTALLER_VERSION
-ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1
-COPY docker/install-efa.sh /usr/local/sbin/
+# From the same Debian base, with parts every builder reaches: TensorFlow's GPU wheel with the CUDA,
+# cuDNN and NCCL wheels it pins (requirements/stack-gpu.txt); Horovod's NCCL operations compiled in the
+# build stage only, with NVIDIA's compiler from Debian's non-free section of the next release
+# (NVIDIA_COMPILER_RELEASE/VERSION; docker/nvidia-compiler.sh, scripts/cuda-home.sh) for V100 to H100
+# (sm_70-sm_90, and sm_90 PTX that newer GPUs compile at load); Debian's Open MPI and libfabric with its
+# EFA provider (rdma-core's libefa). NCCL's EFA plugin, aws-ofi-nccl, is built from its release source
+# where the builder reaches it (AWS_OFI_NCCL_VERSION); without it NCCL uses sockets between hosts.
+FROM ${BASE_IMAGE} AS gpu-build
+ARG NVIDIA_COMPILER_RELEASE
+ARG NVIDIA_COMPILER_VERSION
+ARG AWS_OFI_NCCL_VERSION
+# Horovod's library loads the NCCL wheel's libnccl.so.2 from the library path, as in the shipped stage
+ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1 \
+    LD_LIBRARY_PATH=/opt/smtrain/venv/lib/python3.11/site-packages/nvidia/nccl/lib
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 python3-venv python3-dev g++ make cmake \
-      libcurl4-openssl-dev libssl-dev libexpat1-dev nlohmann-json3-dev \
- && install-efa.sh "${EFA_INSTALLER_VERSION}"
+      openmpi-bin libopenmpi-dev libfabric-dev ca-certificates curl libcurl4-openssl-dev libssl-dev libexpat1-dev \
+      nlohmann-json3-dev \
+ && rm -rf /var/lib/apt/lists/*
+COPY docker/nvidia-compiler.sh /src/docker/
+RUN /src/docker/nvidia-compiler.sh /opt/nvidia-compiler "$NVIDIA_COMPILER_RELEASE" "$NVIDIA_COMPILER_VERSION"
 COPY requirements/ /src/requirements/
-COPY scripts/build-stack.sh scripts/patch-horovod-build.py /src/scripts/
+COPY scripts/build-stack.sh scripts/patch-horovod-build.py scripts/cuda-home.sh /src/scripts/
+RUN HOROVOD_GPU_OPERATIONS=NCCL NVIDIA_COMPILER_ROOT=/opt/nvidia-compiler HOROVOD_CUDA_HOME=/opt/cuda \
+    HOROVOD_BUILD_CUDA_CC_LIST=70,75,80,86,89,90 \
+    /src/scripts/build-stack.sh /usr/bin/python3 /opt/smtrain/venv /src/requirements/stack-gpu.txt
+COPY docker/aws-ofi-nccl.sh /src/docker/
+RUN /src/docker/aws-ofi-nccl.sh "$AWS_OFI_NCCL_VERSION" /opt/cuda /opt/smtrain/aws-ofi-nccl
 RUN python3 -m venv /opt/smtrain/smdebug \
  && /opt/smtrain/smdebug/bin/pip install -q -r /src/requirements/smdebug.txt \
  && find /opt/smtrain/smdebug -name __pycache__ -prune -exec rm -rf {} +
-# NCCL operations for allreduce/allgather/broadcast; kernels for V100, T4, A100, A10G, L4 and H100.
-RUN PATH=/opt/amazon/openmpi/bin:$PATH HOROVOD_GPU_OPERATIONS=NCCL HOROVOD_NCCL_LINK=SHARED \
-    HOROVOD_CUDA_HOME=/usr/local/cuda HOROVOD_BUILD_CUDA_CC_LIST=70,75,80,86,89,90 \
-    /src/scripts/build-stack.sh /usr/bin/python3 /opt/smtrain/venv /src/requirements/stack-gpu.txt
 COPY scripts/patch-horovod.py /src/scripts/
 RUN /opt/smtrain/venv/bin/python /src/scripts/patch-horovod.py
 COPY native/ /src/native/
@@ -87,26 +101,27 @@ COPY entrypoint/ /src/entrypoint/
 RUN /opt/smtrain/venv/bin/pip install -q --no-deps --no-build-isolation /src \
  && find /opt/smtrain/venv -name __pycache__ -prune -exec rm -rf {} +
 
-FROM ${CUDA_RUNTIME_IMAGE} AS gpu
-ARG EFA_INSTALLER_VERSION
+FROM ${BASE_IMAGE} AS gpu
 ENV DEBIAN_FRONTEND=noninteractive
-COPY docker/install-efa.sh docker/make-ssh-keys.sh /usr/local/sbin/
+COPY docker/make-ssh-keys.sh /usr/local/sbin/
 RUN apt-get update \
- && apt-get install -y --no-install-recommends python3 openssh-server openssh-client procps iproute2 \
-      ca-certificates libcurl4 libexpat1 \
- && install-efa.sh "${EFA_INSTALLER_VERSION}" \
+ && apt-get install -y --no-install-recommends python3 openmpi-bin openssh-server openssh-client \
+      procps iproute2 ca-certificates libcurl4 libexpat1 libfabric1 ibverbs-providers \
  && rm -rf /var/lib/apt/lists/* \
  && make-ssh-keys.sh
 COPY docker/sshd_config /etc/ssh/sshd_config
 COPY docker/ssh_config /etc/ssh/ssh_config.d/smtrain.conf
-COPY docker/openmpi-mca-params.conf /opt/amazon/openmpi/etc/openmpi-mca-params.conf
+COPY docker/openmpi-mca-params.conf /etc/openmpi/openmpi-mca-params.conf
 COPY docker/nccl.conf /etc/nccl.conf
 COPY docker/modeltrainer-hook.sh /opt/smtrain/modeltrainer-hook.sh
 COPY --from=gpu-build /opt/smtrain/venv /opt/smtrain/venv
 COPY --from=gpu-build /opt/smtrain/smdebug /opt/smtrain/smdebug
-ENV PATH=/opt/smtrain/venv/bin:/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:$PATH \
+COPY --from=gpu-build /opt/smtrain/aws-ofi-nccl /opt/smtrain/aws-ofi-nccl
+# NCCL: the one libnccl.so.2 of the nvidia-nccl-cu12 wheel, for TensorFlow and Horovod alike; its EFA
+# plugin where the image has one (NCCL_NET_PLUGIN is set per job by train only then).
+ENV PATH=/opt/smtrain/venv/bin:$PATH \
     BASH_ENV=/opt/smtrain/modeltrainer-hook.sh \
-    LD_LIBRARY_PATH=/opt/amazon/openmpi/lib:/opt/amazon/efa/lib:/opt/amazon/aws-ofi-nccl/lib:$LD_LIBRARY_PATH \
+    LD_LIBRARY_PATH=/opt/smtrain/venv/lib/python3.11/site-packages/nvidia/nccl/lib:/opt/smtrain/aws-ofi-nccl/lib \
     PYTHONUNBUFFERED=1 \
     TF_USE_LEGACY_KERAS=1 \
     TF_CPP_MIN_LOG_LEVEL=1

@@ -14,6 +14,11 @@ The patches, each the smallest the build needs:
    `HOROVOD_ENABLE_XLA_OPS=1` (off by default); without it a Horovod op inside a
    `tf.function(jit_compile=True)` is refused by XLA, as it is by default anyway. Everything else -
    the MPI, Gloo and NCCL operations, eager and `tf.function` graphs - is built as released.
+2. `horovod/tensorflow/mpi_ops.cc` (GPU builds only: inside `#if HAVE_GPU`): Horovod declares and
+   calls `stream_executor::gpu::AsGpuStreamValue(Stream*)`, which TensorFlow 2.21 no longer exports,
+   so the GPU library compiles but does not load (`undefined symbol`). The patch defines it inline
+   from the stream's own `platform_specific_handle().stream` - the same CUDA stream - after the
+   stream header is included. The CPU build never compiles this code.
 """
 from __future__ import annotations
 
@@ -23,6 +28,45 @@ from pathlib import Path
 XLA_SOURCE = 'list(APPEND TF_SOURCES "${PROJECT_SOURCE_DIR}/horovod/tensorflow/xla_mpi_ops.cc")\n'
 XLA_LEFT_OUT = ("# smtrain: xla_mpi_ops.cc left out: its XLA headers need highwayhash, which the TensorFlow "
                 "wheel does not ship (TF >= 2.19)\n")
+
+
+STREAM_DECLARATION = """// Forward declaration of AsGpuStreamValue
+namespace stream_executor {
+namespace gpu {
+GpuStreamHandle AsGpuStreamValue(Stream* stream);
+} // namespace stream_executor
+} // namespace gpu
+#if TENSORFLOW_VERSION >= 2011000000
+#include "tensorflow/compiler/xla/stream_executor/stream.h"
+#else
+#include "tensorflow/stream_executor/stream.h"
+#endif // TENSORFLOW_VERSION >= 2011000000
+"""
+STREAM_DEFINITION = """#if TENSORFLOW_VERSION >= 2011000000
+#include "tensorflow/compiler/xla/stream_executor/stream.h"
+#else
+#include "tensorflow/stream_executor/stream.h"
+#endif // TENSORFLOW_VERSION >= 2011000000
+// smtrain: TensorFlow >= 2.21 no longer exports AsGpuStreamValue; the stream's own handle is the same value
+namespace stream_executor {
+namespace gpu {
+inline GpuStreamHandle AsGpuStreamValue(Stream* stream) {
+  return static_cast<GpuStreamHandle>(stream->platform_specific_handle().stream);
+}
+} // namespace gpu
+} // namespace stream_executor
+"""
+
+
+def _replace_once(path: Path, old: str, new: str, what: str) -> list[str]:
+    """`old` replaced by `new` in `path`; nothing when `new` is there already; SystemExit when neither is."""
+    text = path.read_text()
+    if old in text:
+        path.write_text(text.replace(old, new, 1))
+        return [f"{path}: {what}"]
+    if new in text:
+        return []
+    raise SystemExit(f"patch-horovod-build: {path} is not Horovod 0.28.1's: no {old.splitlines()[0]!r}")
 
 
 def patch(source: Path) -> list[str]:
@@ -35,6 +79,8 @@ def patch(source: Path) -> list[str]:
         changed.append(f"{cmake}: xla_mpi_ops.cc left out")
     elif XLA_LEFT_OUT not in text:
         raise SystemExit(f"patch-horovod-build: {cmake} is not Horovod 0.28.1's: no line {XLA_SOURCE.strip()!r}")
+    changed += _replace_once(source / "horovod" / "tensorflow" / "mpi_ops.cc", STREAM_DECLARATION, STREAM_DEFINITION,
+                             "AsGpuStreamValue defined from the stream's handle")
     return changed
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__version__ = "0.3.2"
+__version__ = "0.4.0"
 _USER_MODULES = ("pipes", "checkpoints", "metrics", "callbacks", "progress")
 __all__ = ["__version__", "callbacks", "checkpoints", "metrics", "pipes", "progress"]  # _USER_MODULES
 

@@ -41,10 +41,10 @@ def test_every_flavour_is_tagged_with_version_and_commit_tested_then_pushed() ->
     assert post[0] == 'test "$CODEBUILD_BUILD_SUCCEEDING" = 1'  # nothing is pushed after a failure
     pushes = {c for c in post if c.startswith("docker push")}
     for flavour in flavours:
-        assert f"--target {flavour} " in build
+        assert f"scripts/build-image.sh {flavour} " in build  # which passes --target {flavour} (scripts/build-image.sh)
         assert f'-t "$IMAGE:$TAG-{flavour}"' in build and f'-t "$IMAGE:$TAG-{flavour}-$COMMIT"' in build
         assert f'SMTRAIN_IMAGE="$IMAGE:$TAG-{flavour}-$COMMIT" python3 -m pytest' in build
         assert {f'docker push "$IMAGE:$TAG-{flavour}-$COMMIT"', f'docker push "$IMAGE:$TAG-{flavour}"'} <= pushes
     assert len(pushes) == 2 * len(flavours)
-    # the tag names the package's version and TensorFlow's (requirements/tensorflow-version): 0.3.2-tf2.21.0-cpu
+    # the tag names the package's version and TensorFlow's (requirements/tensorflow-version): 0.4.0-tf2.21.0-cpu
     assert 'TAG="$VERSION-tf$(tr -d \'[:space:]\' < requirements/tensorflow-version)"' in _commands("pre_build")

@@ -64,12 +64,14 @@ def test_missing_interface_falls_back_to_the_default_route() -> None:
 
 
 @pytest.mark.parametrize("instance_type,rdma", [("ml.p4d.24xlarge", True), ("ml.p5.48xlarge", True),
-                                                ("ml.p3dn.24xlarge", False), ("ml.g5.48xlarge", False)])
-def test_efa_instances_with_the_device(instance_type: str, rdma: bool) -> None:
-    command = _command(instance_type=instance_type, network=EFA_NET)
+                                                ("ml.p3dn.24xlarge", False), ("ml.g5.48xlarge", False),
+                                                ("ml.g6e.24xlarge", False)])
+def test_the_efa_device_decides_whatever_the_instance_type(instance_type: str, rdma: bool) -> None:
+    command = _command(instance_type=instance_type, network=EFA_NET._replace(nccl_net_plugin=True))
     assert command.env["FI_PROVIDER"] == "efa"
     assert ("FI_EFA_USE_DEVICE_RDMA" in command.env) == rdma
-    assert ("NCCL_PROTO" in command.env) == (not rdma)
+    assert ("NCCL_PROTO" in command.env) == (not rdma)  # NCCL over EFA without RDMA: in-order protocol
+    assert "NCCL_PROTO" not in _command(instance_type=instance_type, network=EFA_NET).env  # no plugin: sockets
     assert "FI_PROVIDER" in _option(command.argv, "-x")
     assert command.argv[command.argv.index("btl") + 1] == "^openib"  # libfabric's btl may carry MPI over EFA
 
@@ -80,9 +82,6 @@ def test_efa_instance_without_the_device_gets_no_efa_settings() -> None:
     assert command.argv[command.argv.index("btl") + 1] == "^openib,ofi"  # its finalize cost every job ~1 s
 
 
-def test_non_efa_instance_never_gets_efa_settings() -> None:
-    command = _command(instance_type="ml.c5.18xlarge", network=EFA_NET)
-    assert "FI_PROVIDER" not in command.env and command.argv[command.argv.index("btl") + 1] == "^openib,ofi"
 
 
 def test_environment_travels_by_name_only() -> None:

@@ -210,3 +210,19 @@ def test_each_rank_learns_its_channels_mode_and_shuffle_flag_from_the_plan(tmp_p
     assert env["SM_PIPE_TRAIN"].endswith("train-1") and env["SM_PIPE_FORMAT_TRAIN"] == "tfrecord"
     alone = _strategy_plan(tmp_path / "one", {}, "algo-1", hosts=("algo-1",))
     assert json.loads(dumps(alone))["distribution"] == "single"
+
+
+def test_a_gpu_job_across_hosts_says_once_that_nccl_uses_sockets_where_the_image_has_no_efa_plugin(
+        tmp_path: Path) -> None:
+    from smtrain.config.hostfacts import network_facts
+
+    gpus = FACTS._replace(num_gpus=8)
+    note = "NCCL will use sockets between hosts: this image has no aws-ofi-nccl (NCCL's EFA plugin)"
+    assert _plan(tmp_path / "a", "algo-1", gpus).notes == (note,)
+    assert json.loads(dumps(_plan(tmp_path / "b", "algo-2", gpus)))["notes"] == [note]
+    plugin = gpus._replace(network=gpus.network._replace(nccl_net_plugin=True))
+    assert _plan(tmp_path / "c", "algo-1", plugin).notes == () and _plan(tmp_path / "d", "algo-1").notes == ()
+    (tmp_path / "lib").mkdir()
+    assert not network_facts(library_path=f"/nonexistent:{tmp_path / 'lib'}").nccl_net_plugin
+    (tmp_path / "lib" / "libnccl-net.so").write_bytes(b"")
+    assert network_facts(library_path=f"/nonexistent:{tmp_path / 'lib'}").nccl_net_plugin

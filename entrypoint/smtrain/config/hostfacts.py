@@ -29,7 +29,8 @@ def count_gpus(dev_dir: str = "/dev") -> int:
         return 0
 
 
-def network_facts(sys_net: str = "/sys/class/net", route_table: str = "/proc/net/route") -> NetworkFacts:
+def network_facts(sys_net: str = "/sys/class/net", route_table: str = "/proc/net/route",
+                  library_path: str = "") -> NetworkFacts:
     try:
         interfaces = tuple(sorted(os.listdir(sys_net)))
     except OSError:
@@ -45,7 +46,8 @@ def network_facts(sys_net: str = "/sys/class/net", route_table: str = "/proc/net
     except OSError:
         pass
     efa = os.path.exists("/dev/infiniband/uverbs0")
-    return NetworkFacts(interfaces, default, efa)
+    plugin = any(os.path.exists(os.path.join(d, "libnccl-net.so")) for d in library_path.split(os.pathsep) if d)
+    return NetworkFacts(interfaces, default, efa, plugin)
 
 
 def _int_override(environ: Mapping[str, str], name: str, measured: int) -> int:
@@ -75,7 +77,7 @@ def gather(environ: Mapping[str, str], config: TrainingConfig) -> HostFacts:
         num_neurons=64 if "trn2.48xlarge" in instance_type else 0,
         smddprun_installed=on_path("smddprun", environ.get("PATH", os.defpath)),
         smddpmprun_installed=on_path("smddpmprun", environ.get("PATH", os.defpath)),
-        network=network_facts(),
+        network=network_facts(library_path=environ.get("LD_LIBRARY_PATH", "")),
         code=code_facts(config),
         bindable_cpus=len(os.sched_getaffinity(0)),
     )

@@ -171,10 +171,12 @@ class SshdSettings(NamedTuple):
 
 
 class NetworkFacts(NamedTuple):
-    """This host's network interfaces and whether an EFA device is present."""
+    """This host's network interfaces, whether an EFA device is present, and whether the image has
+    NCCL's network plugin for it (aws-ofi-nccl's libnccl-net.so on the library path)."""
     interfaces: tuple[str, ...]
     default_route_interface: Optional[str]
     efa_present: bool
+    nccl_net_plugin: bool = False
 
 
 class CodeFacts(NamedTuple):

@@ -53,6 +53,7 @@ class LaunchPlan(NamedTuple):
     checkpoint_dir: Path
     restore_checkpoints_from: Optional[Path]  # the `checkpoints` channel, copied into an empty checkpoint_dir
     keep_checkpoints_in: Optional[Path]  # local mode: where the checkpoint folder goes at the end (run.carry)
+    notes: tuple[str, ...] = ()  # what the log says once at the start about how the job will run
 
     @property
     def distribution(self) -> Distribution:
@@ -96,6 +97,7 @@ class LaunchPlan(NamedTuple):
             "feeder": list(self.feeder),
             "restore_checkpoints_from": str(self.restore_checkpoints_from) if self.restore_checkpoints_from else None,
             "keep_checkpoints_in": str(self.keep_checkpoints_in) if self.keep_checkpoints_in else None,
+            "notes": list(self.notes),
         }
 
 
@@ -227,7 +229,16 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         checkpoint_dir=config.checkpoint_dir,
         restore_checkpoints_from=carry.restore_from,
         keep_checkpoints_in=carry.keep_in,
+        notes=network_notes(facts, shape),
     )
+
+
+def network_notes(facts: HostFacts, shape: JobShape) -> tuple[str, ...]:
+    """What the log says of how GPUs talk between hosts: NCCL over sockets where the image has no
+    EFA plugin for it (aws-ofi-nccl)."""
+    if facts.num_gpus and len(shape.hosts) > 1 and not facts.network.nccl_net_plugin:
+        return ("NCCL will use sockets between hosts: this image has no aws-ofi-nccl (NCCL's EFA plugin)",)
+    return ()
 
 
 def dumps(plan: LaunchPlan, redact: Redactor = Redactor()) -> str:

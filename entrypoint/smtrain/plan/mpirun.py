@@ -13,9 +13,10 @@ Choices (and why):
   Horovod's synthetic benchmark (benchmarks/bench_hvd_synthetic.py) needs it to keep up with mpirun. With GPUs, one rank, more ranks
   than CPUs, or outside SageMaker (local mode, `docker run`), nothing is bound. A user `--bind-to` or `--map-by` replaces the whole placement.
 - No `--tag-output`: it prefixes every line, which breaks SageMaker metric regexes anchored at `^`.
-- EFA (`FI_PROVIDER=efa`, and Open MPI's libfabric btl) only on EFA instance types where an EFA device
-  is present; device RDMA where the instance type has it; `NCCL_PROTO=simple` only for EFA without
-  RDMA (out-of-order delivery).
+- EFA (`FI_PROVIDER=efa`, and Open MPI's libfabric btl) wherever an EFA device is present, whatever
+  the instance type says; device RDMA on the instance types whose EFA has it (EFA_RDMA_INSTANCE_TYPES);
+  `NCCL_PROTO=simple` only where NCCL goes over EFA (the image has aws-ofi-nccl) without RDMA
+  (out-of-order delivery). Without the plugin NCCL is asked for nothing: it uses sockets.
 """
 from __future__ import annotations
 
@@ -23,18 +24,9 @@ from typing import Mapping, NamedTuple, Optional, Sequence
 
 from ..config.model import NetworkFacts
 
-__all__ = ["EFA_INSTANCE_TYPES", "EFA_RDMA_INSTANCE_TYPES", "NOT_EXPORTED", "NOT_EXPORTED_PREFIXES", "MpiLayout",
+__all__ = ["EFA_RDMA_INSTANCE_TYPES", "NOT_EXPORTED", "NOT_EXPORTED_PREFIXES", "MpiLayout",
     "MpirunCommand", "choose_interface", "cpus_per_rank", "is_exported", "layout", "mpirun_command", "split_nccl_debug"]
 
-EFA_INSTANCE_TYPES = frozenset(
-    {
-        "ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g4dn.16xlarge", "ml.g4dn.metal",
-        "ml.g5.48xlarge", "ml.g6.48xlarge", "ml.g6e.48xlarge",
-        "ml.p3dn.24xlarge", "ml.p4d.24xlarge", "ml.p4de.24xlarge",
-        "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p5en.48xlarge",
-        "ml.trn1.32xlarge", "ml.trn1n.32xlarge",
-    }
-)  # fmt: skip
 EFA_RDMA_INSTANCE_TYPES = frozenset(
     {
         "ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p5en.48xlarge",
@@ -160,7 +152,7 @@ def mpirun_command(
     each rank to that many CPUs of its own (see cpus_per_rank)."""
     hosts = ["localhost" if h == current_host else h for h in job.hosts]
     nccl_debug, custom = split_nccl_debug(custom_options)
-    efa = instance_type in EFA_INSTANCE_TYPES and network.efa_present
+    efa = network.efa_present
     defaults = [
         ["--mca", "plm_rsh_no_tree_spawn", "1"],
         ["--mca", "pml", "ob1"],
@@ -182,7 +174,7 @@ def mpirun_command(
         run_env["FI_PROVIDER"] = "efa"
         if instance_type in EFA_RDMA_INSTANCE_TYPES:
             run_env["FI_EFA_USE_DEVICE_RDMA"] = "1"
-        else:
+        elif network.nccl_net_plugin:
             run_env["NCCL_PROTO"] = "simple"
     overridden = _option_keys(custom)
     argv = ["mpirun", "--allow-run-as-root", "--host", ",".join(f"{h}:{job.processes_per_host}" for h in hosts),

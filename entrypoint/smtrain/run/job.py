@@ -125,6 +125,8 @@ class HostJob:
 
     def run(self, body: Callable[["HostJob"], JobOutcome]) -> int:
         at_start = FileState.of(self.plan.failure_file)
+        for note in self.plan.notes:
+            log(note)
         prepare(self.plan, self.python)
         # Everything the job starts re-parents to `train` when orphaned (orted daemonizes), and is ended here.
         linux.become_subreaper()
