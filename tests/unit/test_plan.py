@@ -66,6 +66,7 @@ def test_worker_starts_sshd_as_planned_and_runs_no_program_itself(tmp_path: Path
     team = plan.coordination
     assert team is not None and not team.workers_run_programs
     assert team.sshd_argv == ("/usr/sbin/sshd", "-D", "-e", "-f", "/etc/smtrain/sshd_config", "-p", "2222")
+    assert team.sshd_port == 2222
     assert team.master == "algo-1" and team.control_port == 7100
     assert len(plan.demux) == 1  # this host's ranks read the channel through its own demultiplexer
     shown = json.loads(dumps(plan))

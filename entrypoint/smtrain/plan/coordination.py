@@ -56,6 +56,7 @@ class Coordination(NamedTuple):
     peer_wait_s: float
     heartbeat_timeout_s: float
     sshd_argv: tuple[str, ...]  # what this worker serves before its hello (for the master's mpirun); or empty
+    sshd_port: int  # where that sshd listens (0: none)
     contract: Optional[RankContract]  # this host's program's rank contract, its token set when the job starts;
     #                                   None where the program's environment carries it already (mpirun)
     program_rank: int  # the program's number on the control channel (with `contract`)
@@ -128,6 +129,6 @@ class KindInputs(NamedTuple):
             master=shape.master, workers=shape.workers,
             control_bind="0.0.0.0" if len(shape.hosts) > 1 else "127.0.0.1", control_port=config.control_port,
             peer_wait_s=config.peer_wait_s, heartbeat_timeout_s=config.heartbeat_timeout_s,
-            sshd_argv=(), contract=None, program_rank=0, companions=(), rank_names={},
+            sshd_argv=(), sshd_port=0, contract=None, program_rank=0, companions=(), rank_names={},
         )
         return Coordination(**{**common, **decided})

@@ -39,8 +39,10 @@ def plan_mpi(given: KindInputs) -> KindPlan:
         argv = command.argv
         env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
     sshd = config.sshd
+    serves_sshd = shape.role is Role.WORKER
     coordination = given.coordination(
-        sshd_argv=(SSHD, "-D", "-e", "-f", sshd.config, "-p", str(sshd.port)) if shape.role is Role.WORKER else (),
+        sshd_argv=(SSHD, "-D", "-e", "-f", sshd.config, "-p", str(sshd.port)) if serves_sshd else (),
+        sshd_port=sshd.port if serves_sshd else 0,
         ranks=tuple((placed.hosts[rank // per_host], rank) for rank in range(placed.num_processes)),
         program_name=f"mpirun ({given.launch.program_path})",
         start_line=f"host {here}: starting {placed.num_processes} ranks on {', '.join(placed.hosts)}: {shlex.join(argv)}",
