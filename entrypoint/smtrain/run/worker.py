@@ -14,7 +14,7 @@ from typing import Optional
 from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS, WAKE
 from ..config.defaults import ABORT_GRACE_S
-from ..proc.rank_signals import signal_ranks
+from ..proc.rank_signals import signal_ranks, signal_ranks_once_started
 from ..proc.supervise import supervise
 from ..wire.control_protocol import PROFILE_CHUNK, MessageType
 from .job import HostJob
@@ -54,7 +54,7 @@ class Worker:
         self.deadline = time.monotonic() + team.peer_wait_s  # for the master to be reachable
         job.start_helpers()
         if team.sshd_argv:
-            start_sshd(job.helpers, team.sshd_argv, int(team.sshd_argv[team.sshd_argv.index("-p") + 1]), self.deadline)
+            start_sshd(job.helpers, team.sshd_argv, team.sshd_port, self.deadline)
             log("sshd is up")
         log(f"connecting to the master {team.master}:{team.control_port}")
         client = connect_to_master(job.plan.host, team.master, team.control_port, self.deadline, team.peer_wait_s)
@@ -100,7 +100,6 @@ class Worker:
         when a shutdown's grace period ends first."""
         me, waker, link = os.getpid(), self.job.waker, self.link
         forwarded: set[int] = set()
-        pending: Optional[int] = None  # a stop that reached no rank yet (mpirun still starting them)
         grace_deadline: Optional[float] = None
         ready_for = 0
         while not link.over():
@@ -110,24 +109,21 @@ class Worker:
                 link.send(MessageType.READY, attempt=ready_for)
                 forwarded.clear()
                 grace_deadline = None
-            if pending is not None and signal_ranks(me, pending):
-                log(f"forwarded {signal.Signals(pending).name} to the local ranks once started")
-                forwarded.add(pending)
-                pending = None
             timeout = 1.0 if grace_deadline is None else max(0.0, min(1.0, grace_deadline - time.monotonic()))
-            if pending is not None:
-                timeout = min(timeout, 0.05)
             for signum in waker.wait(timeout):
                 if signum in (WAKE, signal.SIGCHLD):
                     continue
                 if signum in forwarded and signum in SHUTDOWN_SIGNALS:
                     continue  # the same stop asked for twice (locally and by the master): one signal is enough
+                name = signal.Signals(signum).name
                 count = signal_ranks(me, signum)
-                if count:
+                if not count and signum in SHUTDOWN_SIGNALS:  # mpirun is still starting them: they get it once there
+                    signal_ranks_once_started(
+                        me, signum, self.job.plan.grace_period_s,
+                        lambda sent, name=name: log(f"forwarded {name} to {sent} local rank(s) once started"))
+                if count or signum in SHUTDOWN_SIGNALS:
                     forwarded.add(signum)
-                elif signum in SHUTDOWN_SIGNALS:
-                    pending = signum
-                log(f"forwarded {signal.Signals(signum).name} to {count} local rank(s)")
+                log(f"forwarded {name} to {count} local rank(s)")
                 if signum in SHUTDOWN_SIGNALS and grace_deadline is None:
                     grace_deadline = time.monotonic() + self.job.plan.grace_period_s
             if grace_deadline is not None and time.monotonic() >= grace_deadline:
