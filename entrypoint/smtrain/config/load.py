@@ -31,6 +31,7 @@ from .defaults import (
 from .distribution import strategy_of, truthy
 from .modeltrainer import read_model_trainer
 from .profiling import profiling_of
+from .setting_values import whole_number
 from .model import (
     Channel, InputMode, InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, SshdSettings, Strategy, TrainingConfig,
 )
@@ -293,17 +294,6 @@ def _duration(decoded: Mapping[str, Any], environ: Mapping[str, str], hp: str, e
     return value
 
 
-def _count(decoded: Mapping[str, Any], environ: Mapping[str, str], hp: str, env: str, where: str) -> int:
-    """A whole number >= 0 (default 0), the variable over the hyperparameter."""
-    raw = environ.get(env, decoded.get(hp))
-    if raw is None:
-        return 0
-    text = str(raw).strip()
-    if isinstance(raw, bool) or not text.isdigit():
-        raise ConfigError(f"{where}: {hp} (or {env}) must be a whole number >= 0, got {raw!r}")
-    return int(text)
-
-
 def _port(environ: Mapping[str, str], name: str, default: int) -> int:
     raw = environ.get(name)
     if raw is None:
@@ -403,7 +393,7 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
         heartbeat_timeout_s=_heartbeat_timeout(decoded, environ, str(hp_path)),
         stall_timeout_s=_duration(decoded, environ, "sagemaker_stall_timeout_seconds", "SM_STALL_TIMEOUT_SECONDS",
                                   DEFAULT_STALL_TIMEOUT_S, str(hp_path)),
-        max_restarts=_count(decoded, environ, "sagemaker_max_restarts", "SMTRAIN_MAX_RESTARTS", str(hp_path)),
+        max_restarts=whole_number(decoded, environ, "sagemaker_max_restarts", "SMTRAIN_MAX_RESTARTS", 0, str(hp_path)),
         monitor_interval_ms=_monitor_interval(decoded, environ, profiler_config, str(hp_path)),
         profiling=profiling_of(decoded, environ, profiler_config, str(hp_path), str(profiler_path)),
         environ=dict(environ),

@@ -20,6 +20,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from ..errors import ConfigError
 from ..wire.profiler_settings import DEFAULT_MIN_FREE_MB, Window
+from .setting_values import whole_number
 
 __all__ = ["Profiling", "profiling_of"]
 
@@ -103,15 +104,6 @@ def profiling_of(decoded: Mapping[str, Any], environ: Mapping[str, str], profile
                 detailed = window
             else:
                 python = window
-    return Profiling(steps, detailed, python, _min_free_mb(decoded, environ, hp_where))
-
-
-def _min_free_mb(decoded: Mapping[str, Any], environ: Mapping[str, str], where: str) -> int:
-    raw = environ.get("SM_PROFILER_MIN_FREE_MB", decoded.get("sagemaker_profiler_min_free_mb"))
-    if raw is None:
-        return DEFAULT_MIN_FREE_MB
-    text = str(raw).strip()
-    if not text.isdigit():
-        raise ConfigError(f"{where}: sagemaker_profiler_min_free_mb (or SM_PROFILER_MIN_FREE_MB) must be a whole "
-                          f"number of MiB >= 0, got {raw!r}")
-    return int(text)
+    min_free_mb = whole_number(decoded, environ, "sagemaker_profiler_min_free_mb", "SM_PROFILER_MIN_FREE_MB",
+                               DEFAULT_MIN_FREE_MB, hp_where, "MiB")
+    return Profiling(steps, detailed, python, min_free_mb)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Callable, Mapping, NamedTuple, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
 from ..config.hyperparameters import to_cmd_args
 from ..config.model import HostFacts, TrainingConfig
