@@ -32,13 +32,17 @@ def cluster() -> Iterator[Cluster]:
         yield made
 
 
-def _run(cluster: Cluster, hyperparameters: dict, timeout: float = 300, **env: str) -> dict:
+def _start(cluster: Cluster, hyperparameters: dict) -> None:
     for host in cluster.hosts:  # every job from nothing: no checkpoint, output or marker of the last one
         for folder in ("checkpoints", "output", "model"):
             shutil.rmtree(host.ml / folder, ignore_errors=True)
     cluster.write_job(hyperparameters, program=PROGRAMS / "hvd_restart.py")
-    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SM_SYSTEM_MONITOR="off", **env))
-    return cluster.wait(timeout)
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SM_SYSTEM_MONITOR="off"))
+
+
+def _run(cluster: Cluster, hyperparameters: dict) -> dict:
+    _start(cluster, hyperparameters)
+    return cluster.wait(300)
 
 
 def _weights(cluster: Cluster) -> dict:
@@ -109,12 +113,7 @@ def test_a_rank_failing_at_the_same_step_every_time_ends_the_job_with_its_cause(
 
 
 def test_sigterm_while_the_job_restarts_ends_it_at_once(cluster: Cluster) -> None:
-    for host in cluster.hosts:
-        for folder in ("checkpoints", "output", "model"):
-            shutil.rmtree(host.ml / folder, ignore_errors=True)
-    cluster.write_job({**JOB, "fail-rank": 1, "fail-step": 12, "sagemaker_max_restarts": 2},
-                      program=PROGRAMS / "hvd_restart.py")
-    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SM_SYSTEM_MONITOR="off"))
+    _start(cluster, {**JOB, "fail-rank": 1, "fail-step": 12, "sagemaker_max_restarts": 2})
     master = cluster.hosts[0]
     deadline = time.monotonic() + 240
     while "restarting the job in place" not in master.stderr() and time.monotonic() < deadline:

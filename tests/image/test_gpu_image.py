@@ -9,19 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.docker_cluster import docker
+from tests.harness.docker_cluster import docker, shell
 
 pytestmark = pytest.mark.timeout(300, func_only=True)
 SITE = "/opt/smtrain/venv/lib/python3.11/site-packages"
 
 
-def _shell(image: str, script: str, *options: str) -> str:
-    return docker("run", "--rm", *options, "--entrypoint", "sh", image, "-c", script, timeout=300).stdout
-
-
 @pytest.fixture(scope="module")
 def gpu_image(image: str) -> str:
-    if _shell(image, f"test -d {SITE}/nvidia/nccl && echo gpu || echo cpu").strip() != "gpu":
+    if shell(image, f"test -d {SITE}/nvidia/nccl && echo gpu || echo cpu").strip() != "gpu":
         pytest.skip("the CPU flavour: the GPU flavour's tier is SMTRAIN_IMAGE=smtrain:gpu (README, The image)")
     return image
 
@@ -32,7 +28,7 @@ def test_horovod_has_nccl_mpi_and_gloo_and_tensorflow_is_a_cuda_12_build(gpu_ima
         assert line in out, out
     code = ("import tensorflow as tf; i = tf.sysconfig.get_build_info(); "
             "print(tf.test.is_built_with_cuda(), i['cuda_version'], i['cudnn_version'])")
-    cuda_built, cuda, cudnn = _shell(gpu_image, f"python -c {shlex.quote(code)} 2>/dev/null").split()[-3:]
+    cuda_built, cuda, cudnn = shell(gpu_image, f"python -c {shlex.quote(code)} 2>/dev/null").split()[-3:]
     assert cuda_built == "True" and cuda.startswith("12.") and cudnn.startswith("9"), (cuda_built, cuda, cudnn)
 
 
@@ -43,17 +39,17 @@ def test_every_shared_library_of_horovod_and_tensorflow_resolves_but_the_driver(
     script = (f"export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:{SITE}/tensorflow; "
               f"find {SITE}/horovod {SITE}/tensorflow {SITE}/nvidia -name '*.so*' -type f | while read f; do "
               "ldd \"$f\" 2>/dev/null | grep 'not found' | sed \"s|^|$f: |\"; done")
-    missing = [line for line in _shell(gpu_image, script).splitlines() if "libcuda.so.1 " not in line]
+    missing = [line for line in shell(gpu_image, script).splitlines() if "libcuda.so.1 " not in line]
     assert missing == [], "\n".join(missing[:20])
 
 
 def test_tensorflow_and_horovod_load_the_same_one_nccl(gpu_image: str) -> None:
-    files = _shell(gpu_image, "find / -xdev -name 'libnccl.so*' \\( -type f -o -type l \\) 2>/dev/null").split()
+    files = shell(gpu_image, "find / -xdev -name 'libnccl.so*' \\( -type f -o -type l \\) 2>/dev/null").split()
     assert files == [f"{SITE}/nvidia/nccl/lib/libnccl.so.2"], files
     code = ("import tensorflow as tf, horovod.tensorflow as hvd; hvd.init(); "
             "print(hvd.allreduce(tf.constant([1.0, 2.0])).numpy().tolist()); "
             "print(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libnccl' in l}))")
-    out = _shell(gpu_image, f"python -c {shlex.quote(code)} 2>/dev/null").splitlines()
+    out = shell(gpu_image, f"python -c {shlex.quote(code)} 2>/dev/null").splitlines()
     assert out[-2] == "[1.0, 2.0]" and out[-1] == str([files[0]]), out
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.docker_cluster import REPO, ContainerCluster, docker
+from tests.harness.docker_cluster import REPO, ContainerCluster, docker, shell
 # Each test's own time only: the first one also waits for the session's image build (minutes when the
 # build cache is cold), which is bounded by its own timeout in tests/harness/docker_cluster.py.
 pytestmark = pytest.mark.timeout(300, func_only=True)
@@ -37,19 +37,15 @@ def test_horovod_is_built_with_tensorflow_mpi_and_gloo(image: str) -> None:
         assert line in out, out
 
 
-def _shell(image: str, script: str) -> str:
-    return docker("run", "--rm", "--entrypoint", "sh", image, "-c", script, timeout=300).stdout
-
-
 def _image_env(image: str) -> dict[str, str]:
-    return dict(line.split("=", 1) for line in _shell(image, "env").splitlines() if "=" in line)
+    return dict(line.split("=", 1) for line in shell(image, "env").splitlines() if "=" in line)
 
 
 def test_final_stage_has_no_build_tools_or_caches(image: str) -> None:
-    found = _shell(image, "for t in gcc g++ cc c++ make cmake nvcc; do command -v $t; done; "
+    found = shell(image, "for t in gcc g++ cc c++ make cmake nvcc; do command -v $t; done; "
                           "ls -d /root/.cache/pip /src /var/lib/apt/lists/*_Packages* 2>/dev/null; true")
     assert found.strip() == "", f"left in the image: {found.split()}"
-    assert _shell(image, "command -v train").strip() == "/opt/smtrain/venv/bin/train"
+    assert shell(image, "command -v train").strip() == "/opt/smtrain/venv/bin/train"
     env = _image_env(image)
     assert env.get("PYTHONUNBUFFERED") == "1" and env.get("TF_USE_LEGACY_KERAS") == "1"
 
@@ -61,7 +57,7 @@ def test_tf_container_scripts_find_their_apis_in_the_image(image: str) -> None:
               "from sagemaker_tensorflow import PipeModeDataset; from smtrain.data.native import native_pipes; "
               "print(c.K.__name__, \"smtrain\" in inspect.getsource(c), PipeModeDataset.__name__, "
               "native_pipes() is not None)'")
-    backend, patched, name, native = _shell(image, script).split()[-4:]
+    backend, patched, name, native = shell(image, script).split()[-4:]
     assert backend.startswith("tf_keras.") and (patched, name, native) == ("True", "PipeModeDataset", "True")
 
 
