@@ -38,12 +38,11 @@ RUN /opt/smtrain/venv/bin/pip install -q --no-deps --no-build-isolation /src \
 
 FROM ${BASE_IMAGE} AS cpu
 ENV DEBIAN_FRONTEND=noninteractive
-COPY docker/make-ssh-keys.sh /usr/local/sbin/
+# No ssh key in the image: openssh-server's host keys go; train makes each container's and each job's
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 openmpi-bin openssh-server openssh-client \
       procps iproute2 ca-certificates libcurl4 libexpat1 \
- && rm -rf /var/lib/apt/lists/* \
- && make-ssh-keys.sh
+ && rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_*
 COPY docker/sshd_config /etc/ssh/sshd_config
 COPY docker/ssh_config /etc/ssh/ssh_config.d/smtrain.conf
 COPY docker/openmpi-mca-params.conf /etc/openmpi/openmpi-mca-params.conf
@@ -103,12 +102,10 @@ RUN /opt/smtrain/venv/bin/pip install -q --no-deps --no-build-isolation /src \
 
 FROM ${BASE_IMAGE} AS gpu
 ENV DEBIAN_FRONTEND=noninteractive
-COPY docker/make-ssh-keys.sh /usr/local/sbin/
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 openmpi-bin openssh-server openssh-client \
       procps iproute2 ca-certificates libcurl4 libexpat1 libfabric1 ibverbs-providers \
- && rm -rf /var/lib/apt/lists/* \
- && make-ssh-keys.sh
+ && rm -rf /var/lib/apt/lists/* /etc/ssh/ssh_host_*
 COPY docker/sshd_config /etc/ssh/sshd_config
 COPY docker/ssh_config /etc/ssh/ssh_config.d/smtrain.conf
 COPY docker/openmpi-mca-params.conf /etc/openmpi/openmpi-mca-params.conf

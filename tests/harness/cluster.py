@@ -33,10 +33,8 @@ SUBNET = "10.250.{net}.{host}"
 STATE_ROOT = Path(tempfile.gettempdir()) / "smtrain-clusters"
 SSHD_CONFIG = """Port 22
 ListenAddress 0.0.0.0
-HostKey {ssh}/ssh_host_ed25519_key
 PermitRootLogin prohibit-password
 PubkeyAuthentication yes
-AuthorizedKeysFile {ssh}/authorized_keys
 PasswordAuthentication no
 KbdInteractiveAuthentication no
 UsePAM no
@@ -45,7 +43,8 @@ PrintMotd no
 PidFile none
 """
 SSH_CLIENT_CONFIG = """Host *
-  IdentityFile /root/.ssh/id_ed25519
+  IdentityFile /run/smtrain/ssh/job_ed25519
+  IdentitiesOnly yes
   StrictHostKeyChecking no
   UserKnownHostsFile /dev/null
   LogLevel ERROR
@@ -102,7 +101,8 @@ class Host:
         # has exited, lists what still lives in the host, so tests can tell that train left nothing.
         script = (
             'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" "$4" '
-            f'&& mkdir -p /root/.ssh && mount --bind "$5" /root/.ssh && {_cgroup_mounts(Path("/proc/mounts").read_text())} '
+            f'&& mkdir -p /root/.ssh /run/smtrain && mount --bind "$5" /root/.ssh '
+            f'&& mount -t tmpfs -o mode=755 smtrain /run/smtrain && {_cgroup_mounts(Path("/proc/mounts").read_text())} '
             '&& left="$6" && shift 6 '
             '|| exit 99; "$@"; rc=$?; ps -e -o pid=,comm= > "$left"; exit $rc'
         )
@@ -229,11 +229,10 @@ class Cluster:
         ssh = self.folder / "ssh"
         client = ssh / "client"
         client.mkdir(parents=True, mode=0o700)
-        _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(ssh / "ssh_host_ed25519_key"))
+        # root's own key on every host: a key that is not the job's, which no host's sshd may accept
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client / "id_ed25519"))
-        shutil.copy(client / "id_ed25519.pub", ssh / "authorized_keys")
         (client / "config").write_text(SSH_CLIENT_CONFIG)
-        (ssh / "sshd_config").write_text(SSHD_CONFIG.format(ssh=ssh))
+        (ssh / "sshd_config").write_text(SSHD_CONFIG)
 
     def write_job(self, hyperparameters: Mapping[str, Any], program: Optional[Path] = None,
                   program_name: str = "train.py", extra: Optional[Mapping[str, Any]] = None,

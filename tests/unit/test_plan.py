@@ -47,6 +47,8 @@ def test_master_runs_mpirun_with_the_rank_launcher_and_one_contract(tmp_path: Pa
     assert [(p.channel, p.mode) for p in contract.pipes] == [("train", PipeMode.DEMUX)]
     assert RankContract.from_json(contract.to_json()) == contract
     assert plan.coordination is not None and plan.coordination.sshd_argv == () and plan.coordination.control_bind == "0.0.0.0"
+    # the master's train makes the job's key in /run/smtrain/ssh, where mpirun's ssh finds it (docker/ssh_config)
+    assert plan.coordination.ssh_dir == "/run/smtrain/ssh"
     assert len(plan.demux) == 1 and plan.monitor
     assert plan.argv[plan.argv.index("--bind-to") + 1] == "none"  # CPUs the ranks may use: unknown
 
@@ -65,8 +67,11 @@ def test_worker_starts_sshd_as_planned_and_runs_no_program_itself(tmp_path: Path
     assert plan.role is Role.WORKER and plan.argv == ()
     team = plan.coordination
     assert team is not None and not team.workers_run_programs
-    assert team.sshd_argv == ("/usr/sbin/sshd", "-D", "-e", "-f", "/etc/smtrain/sshd_config", "-p", "2222")
-    assert team.sshd_port == 2222
+    # the container's own host key; the one key it accepts is the job's, which the master gives it
+    assert team.sshd_argv == ("/usr/sbin/sshd", "-D", "-e", "-f", "/etc/smtrain/sshd_config", "-p", "2222",
+                              "-h", "/run/smtrain/ssh/host_ed25519_key",
+                              "-o", "AuthorizedKeysFile=/run/smtrain/ssh/authorized_keys")
+    assert team.sshd_port == 2222 and team.ssh_dir == "/run/smtrain/ssh"
     assert team.master == "algo-1" and team.control_port == 7100
     assert len(plan.demux) == 1  # this host's ranks read the channel through its own demultiplexer
     shown = json.loads(dumps(plan))

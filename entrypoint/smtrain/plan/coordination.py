@@ -57,6 +57,8 @@ class Coordination(NamedTuple):
     heartbeat_timeout_s: float
     sshd_argv: tuple[str, ...]  # what this worker serves before its hello (for the master's mpirun); or empty
     sshd_port: int  # where that sshd listens (0: none)
+    ssh_dir: str  # the job's ssh keys (smtrain.wire.ssh_trust): the master makes the job's key pair there and
+    #               gives its public half to each worker, which trusts it alone; empty: no host logs into another
     contract: Optional[RankContract]  # this host's program's rank contract, its token set when the job starts;
     #                                   None where the program's environment carries it already (mpirun)
     program_rank: int  # the program's number on the control channel (with `contract`)
@@ -82,6 +84,7 @@ class Coordination(NamedTuple):
             "peer_wait_s": self.peer_wait_s,
             "heartbeat_timeout_s": self.heartbeat_timeout_s,
             "sshd": list(self.sshd_argv),
+            "ssh_dir": self.ssh_dir,
             "program_rank": self.program_rank if self.contract is not None else None,
             "companions": [c.to_json() for c in self.companions],
             "ranks": [f"{rank}@{host}" for host, rank in self.ranks],
@@ -129,6 +132,6 @@ class KindInputs(NamedTuple):
             master=shape.master, workers=shape.workers,
             control_bind="0.0.0.0" if len(shape.hosts) > 1 else "127.0.0.1", control_port=config.control_port,
             peer_wait_s=config.peer_wait_s, heartbeat_timeout_s=config.heartbeat_timeout_s,
-            sshd_argv=(), sshd_port=0, contract=None, program_rank=0, companions=(), rank_names={},
+            sshd_argv=(), sshd_port=0, ssh_dir="", contract=None, program_rank=0, companions=(), rank_names={},
         )
         return Coordination(**{**common, **decided})

@@ -25,8 +25,9 @@ class ControlServer:
                  heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S, on_lost: Callable[[], None] = lambda: None,
                  on_progress: Callable[[str, int, Counts], None] = lambda host, rank, counts: None,
                  on_waiting: Callable[[dict[int, float], float], None] = lambda waits, check_s: None,
-                 on_news: Callable[[], None] = lambda: None) -> None:
+                 on_news: Callable[[], None] = lambda: None, ssh_key: str = "") -> None:
         self.token = token
+        self._ssh_key = ssh_key  # the job's ssh public key, given to each worker on its hello (MPI jobs)
         self._on_news = on_news  # called (from a reader thread) after a rank report or a worker's `done`
         self._log = log
         self._heartbeat_timeout_s = heartbeat_timeout_s
@@ -70,14 +71,21 @@ class ControlServer:
 
     # -- queries -------------------------------------------------------------------------------
     def wait_for_workers(self, hosts: list[str], deadline: float) -> list[str]:
-        """Wait until every host in `hosts` said hello; return those that did not by `deadline`."""
+        """Wait until every host in `hosts` said hello and, where the job has an ssh key, trusts it (its
+        `ready` for attempt 0); return those that did not by `deadline` - at once when one of them hung up."""
         with self._lock:
             while True:
-                missing = [h for h in hosts if h not in self._workers]
+                missing = [h for h in hosts if h not in self._workers or (self._ssh_key and h not in self._ready)]
+                hung_up = {host for _, host in self._lost} & set(missing)
                 remaining = deadline - time.monotonic()
-                if not missing or remaining <= 0:
+                if not missing or remaining <= 0 or (self._ssh_key and hung_up):
                     return missing
                 self._lock.wait(remaining)
+
+    def said_hello(self, host: str) -> bool:
+        """Whether `host`'s `train` reached this server (it may have hung up since)."""
+        with self._lock:
+            return host in self._workers or any(h == host for _, h in self._lost)
 
     def first_report(self, quiet_s: float = 0.3, max_wait_s: float = 2.0) -> Optional[RankFailure]:
         """The root cause among the failed ranks' reports (`root_cause`). Waits until no report came
@@ -195,10 +203,15 @@ class ControlServer:
             sock.close()
             return
         host = first.fields["host"]
+        if self._ssh_key:
+            try:
+                sock.sendall(encode(MessageType.TRUST, key=self._ssh_key))
+            except OSError:
+                pass  # its reader below sees the connection end
         with self._lock:
             self._workers[host] = sock
             self._lock.notify_all()
-        self._log(f"worker {host} is ready")
+        self._log(f"worker {host} is ready" if not self._ssh_key else f"worker {host} is here; it gets the job's ssh key")
         how = self._until_lost(reader, host)
         with self._lock:
             if self._workers.get(host) is sock:
@@ -280,6 +293,8 @@ class ControlServer:
                 with self._lock:
                     self._ready[host] = message.fields["attempt"]
                     self._lock.notify_all()
+                if message.fields["attempt"] == 0:
+                    self._log(f"worker {host} is ready: it trusts the job's ssh key")
                 self._on_news()
 
 

@@ -7,7 +7,8 @@ healthy worker look lost to the master. For the same reason the reader judges th
 only after a look at the socket found nothing: time spent blocked in a log line is not silence. A
 silent master whose host still acknowledges this host's heartbeats gets longer (smtrain.wire.liveness).
 
-The master can stop this host's program at any time: `signal` (a shutdown signal it received:
+In MPI jobs the master answers the hello with the job's ssh key (`trust`), which the worker trusts
+before it says `ready` for attempt 0. The master can stop this host's program at any time: `signal` (a shutdown signal it received:
 raised here as if this `train` had received it, so it is forwarded with the grace period), `abort`
 (the job fails: stop now) and `end` (the job is over, with its status). After a failed attempt it
 may say `restart`: this host ends its part of the attempt, says `ready`, and waits for the next `start`. A master that goes silent
@@ -48,6 +49,7 @@ class MasterLink:
         self.token: Optional[str] = None
         self.attempt = -1  # the attempt the master last started
         self.restart_asked = 0  # the restart the master last asked for (0: none)
+        self.ssh_key: Optional[object] = None  # the job's ssh public key as the master gave it (`trust`), unchecked
         self.abort_reason: Optional[str] = None
         self.end: Optional[JobOutcome] = None  # the job's outcome, as the master said
         self.lost: Optional[str] = None  # how the master was lost
@@ -68,6 +70,13 @@ class MasterLink:
                     return None
                 self._changed.wait(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
         return self.token
+
+    def wait_key(self, deadline: float) -> Optional[object]:
+        """The job's ssh key once the master gives it; None when it gave none by `deadline` or the job ended first."""
+        with self._changed:
+            while self.ssh_key is None and not self.over() and time.monotonic() < deadline:
+                self._changed.wait(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
+            return self.ssh_key
 
     def over(self) -> bool:
         """Whether the job ended for this host: the master said so, or was lost."""
@@ -128,6 +137,10 @@ class MasterLink:
                 self.abort_reason = None  # an abort ended the attempt before; this one starts afresh
                 self._changed.notify_all()
             log("the job started" if not self.attempt else f"the job started again (restart {self.attempt})")
+        elif message.type is MessageType.TRUST:
+            with self._changed:
+                self.ssh_key = fields.get("key", "")
+                self._changed.notify_all()
         elif message.type is MessageType.RESTART and isinstance(fields.get("attempt"), int):
             log(f"the master restarts the job in place (restart {fields['attempt']}): {fields.get('cause', '')}")
             with self._changed:

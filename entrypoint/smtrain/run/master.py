@@ -17,7 +17,7 @@ from typing import Callable, Optional
 from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS, WAKE, SignalWaker
 from ..config.defaults import ABORT_GRACE_S, PROFILE_WAIT_S, STACK_DUMP_WAIT_S
-from ..errors import PeersUnreachable, StartupFailed
+from ..errors import PeersUnreachable, StartupFailed, ToolkitError
 from ..plan.coordination import Coordination, JobEnd, RankSignals
 from ..proc.rank_signals import signal_ranks, signal_ranks_once_started
 from ..proc.supervise import LEFTOVER_WAIT_S, ProcessResult, signal_tree, supervise
@@ -28,6 +28,7 @@ from .job import HostJob
 from .carry import written_since
 from .outcome import JobOutcome, JobView, decide, failure_text
 from .restart_rule import Attempt, AttemptProgress, describe_attempts, why_not_restart
+from .ssh_keys import make_job_key
 from .stall import Stall, StallWatch
 from .watchdog import Watchdog
 
@@ -39,9 +40,11 @@ ABORT_WAIT_S = ABORT_GRACE_S + LEFTOVER_WAIT_S + 3.0
 
 
 def open_control(peers: Coordination, token: str, waker: SignalWaker, dogs: list[Watchdog],
-                 on_counts: Callable[[str, int, Counts], None] = lambda host, rank, counts: None) -> ControlServer:
+                 on_counts: Callable[[str, int, Counts], None] = lambda host, rank, counts: None,
+                 ssh_key: str = "") -> ControlServer:
     """The master's control server, feeding what the ranks report to the stall watchdog in `dogs`
-    (once it runs) and to `on_counts`; StartupFailed naming the port when it is taken."""
+    (once it runs) and to `on_counts`, giving each worker the job's `ssh_key`; StartupFailed naming
+    the port when it is taken."""
     def on_progress(host: str, rank: int, counts: Counts) -> None:
         on_counts(host, rank, counts)
         for dog in dogs:
@@ -53,24 +56,33 @@ def open_control(peers: Coordination, token: str, waker: SignalWaker, dogs: list
 
     try:
         return ControlServer(peers.control_bind, peers.control_port, token, log, peers.heartbeat_timeout_s,
-                             on_lost=waker.post, on_progress=on_progress, on_waiting=on_waiting, on_news=waker.post)
+                             on_lost=waker.post, on_progress=on_progress, on_waiting=on_waiting, on_news=waker.post,
+                             ssh_key=ssh_key)
     except OSError as e:
         raise StartupFailed(f"cannot listen on the control port {peers.control_bind}:{peers.control_port}: "
                             f"{e.strerror} (set SM_CONTROL_PORT to a free port)") from None
 
 
 def await_workers(server: ControlServer, peers: Coordination) -> None:
-    """Wait for every worker's hello; PeersUnreachable (told to those that came) when one does not."""
+    """Wait for every worker's hello (and, in MPI jobs, its trust in the job's ssh key); PeersUnreachable
+    (told to those that came) when one never came, StartupFailed when one came but did not take the key."""
     if not peers.workers:
         return
     wait_s = peers.peer_wait_s
     log(f"waiting up to {wait_s:g} s for workers {', '.join(peers.workers)}")
     missing = server.wait_for_workers(list(peers.workers), time.monotonic() + wait_s)
-    if missing:
-        error = PeersUnreachable(f"workers {', '.join(missing)} did not report within {wait_s:g} s "
+    if not missing:
+        return
+    absent = [host for host in missing if not server.said_hello(host)]
+    error: ToolkitError
+    if absent:
+        error = PeersUnreachable(f"workers {', '.join(absent)} did not report within {wait_s:g} s "
                                  f"(their train must reach {peers.master}:{peers.control_port})")
-        server.end(int(error.exit_code), failure_text(error.kind, str(error)))
-        raise error
+    else:
+        error = StartupFailed(f"workers {', '.join(missing)} did not take the job's ssh key (see their log and "
+                              "output/failure): mpirun cannot reach them")
+    server.end(int(error.exit_code), failure_text(error.kind, str(error)))
+    raise error
 
 
 def gather_profiles(server: ControlServer, workers: list[str], into: Path) -> list[str]:
@@ -121,7 +133,8 @@ class Master:
         plan, team = job.plan, self.team
         job.start_helpers()
         self.server = open_control(team, job.token, job.waker, self.dogs,
-                                   lambda host, rank, counts: self.progress.observe(host, rank, counts))
+                                   lambda host, rank, counts: self.progress.observe(host, rank, counts),
+                                   make_job_key(team.ssh_dir) if team.ssh_dir else "")
         if plan.profiler_dir is not None and team.workers:
             from ..profiler.shipping import SHIP_CAP_BYTES
 

@@ -1,5 +1,6 @@
 """The worker role, for every distribution kind, as the plan's `Coordination` says: starts what the
-master needs of this host (sshd, for mpirun), says hello, does its part while a link thread follows
+master needs of this host (sshd with a new host key, for mpirun), says hello (and trusts the job's ssh
+key the master answers with), does its part while a link thread follows
 the master (run.link) - runs its own program once the job starts and tells its status, or passes
 signals on to the ranks mpirun started here - and ends with the job's outcome as the master tells it,
 or MasterLost when the master goes silent."""
@@ -14,12 +15,15 @@ from typing import Optional
 from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS, WAKE
 from ..config.defaults import ABORT_GRACE_S
+from ..errors import StartupFailed
 from ..proc.rank_signals import signal_ranks, signal_ranks_once_started
 from ..proc.supervise import supervise
 from ..wire.control_protocol import PROFILE_CHUNK, MessageType
+from ..wire.ssh_trust import parse_public_key
 from .job import HostJob
 from .link import MasterLink, connect_to_master
 from .outcome import JobOutcome
+from .ssh_keys import make_host_key, trust_key
 from .sshd import start_sshd
 
 __all__ = ["Worker", "ship_profile"]
@@ -54,12 +58,15 @@ class Worker:
         self.deadline = time.monotonic() + team.peer_wait_s  # for the master to be reachable
         job.start_helpers()
         if team.sshd_argv:
+            make_host_key(team.ssh_dir)
             start_sshd(job.helpers, team.sshd_argv, team.sshd_port, self.deadline)
             log("sshd is up")
         log(f"connecting to the master {team.master}:{team.control_port}")
         client = connect_to_master(job.plan.host, team.master, team.control_port, self.deadline, team.peer_wait_s)
         try:
             self.link = MasterLink(client, team.master, team.heartbeat_timeout_s, job.waker).start()
+            if team.sshd_argv:
+                self._trust_job_key()
             if job.plan.argv:
                 self._run_program()
             else:
@@ -70,6 +77,27 @@ class Worker:
             return outcome
         finally:
             client.close()
+
+    def _trust_job_key(self) -> None:
+        """The job's ssh key, as the master gives it on hello, becomes the one key this host's sshd
+        accepts; then `ready` for attempt 0. StartupFailed when none comes or it is malformed: this
+        host never falls back to another key."""
+        team = self.team
+        wait_s = max(self.deadline - time.monotonic(), team.heartbeat_timeout_s)
+        key = self.link.wait_key(time.monotonic() + wait_s)
+        if key is None:
+            if self.link.over():
+                return  # the job ended (or the master was lost) first: the outcome says so
+            raise StartupFailed(f"the master {team.master} gave no ssh key for the job within {wait_s:.0f} s; "
+                                "this host trusts no other key, so mpirun cannot reach it")
+        try:
+            public = parse_public_key(key)
+        except ValueError as e:
+            raise StartupFailed(f"the ssh key the master {team.master} gave for the job is malformed ({e}); "
+                                "this host trusts no other key, so mpirun cannot reach it") from None
+        trust_key(team.ssh_dir, public)
+        self.link.send(MessageType.READY, attempt=0)
+        log("trusting the job's ssh key (from the master)")
 
     def _run_program(self) -> None:
         """Once the master starts the job: this host's companions and program; `done` when it ended.

@@ -8,10 +8,13 @@ says so explicitly, over one TCP connection per worker, as newline-delimited JSO
     worker -> master   hello {host}                 once sshd is up (MPI) or it is ready (TF strategy)
                        heartbeat                    every HEARTBEAT_S
                        done {status}                TF strategy jobs: this host's program ended
-                       ready {attempt}              after `restart`: this host's part of the failed attempt is gone
+                       ready {attempt}              after `trust` (attempt 0): the job's key is trusted here;
+                                                    after `restart`: this host's part of the failed attempt is gone
                        profile {data, last}         after `end`: this host's profiler files, a gzip'd tar
                                                     in base64 pieces of PROFILE_CHUNK bytes (smtrain.profiler.shipping)
-    master -> worker   start {token, attempt}       mpirun starts; TF strategy jobs: start your program
+    master -> worker   trust {key}                  MPI jobs, answering hello: the job's ssh public key, the one
+                                                    key this worker's sshd may accept (smtrain.wire.ssh_trust)
+                       start {token, attempt}       mpirun starts; TF strategy jobs: start your program
                                                     (attempt 0, then one more for each in-job restart)
                        restart {attempt, cause}     the attempt failed and the job restarts in place: end your
                                                     part of it (ranks, program), then say `ready`
@@ -60,6 +63,7 @@ class MessageType(enum.Enum):
     PROFILE = "profile"
     ABORT = "abort"
     RESTART = "restart"
+    TRUST = "trust"
     READY = "ready"
     RANK_EXIT = "rank-exit"
     PROGRESS = "progress"

@@ -3,10 +3,12 @@ runs no program of its own). mpirun aborts the job itself when a rank fails; the
 does. Signals reach the ranks through their launchers on each host (mpirun does not pass them on)."""
 from __future__ import annotations
 
+import os
 import shlex
 
 from ...config.defaults import SSHD
 from ...wire.contract import RANK_CONTRACT_ENV, RankContract, without_internals
+from ...wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY, SSH_DIR
 from ..coordination import JobEnd, KindInputs, KindPlan, RankSignals
 from ..mpirun import cpus_per_rank, layout, mpirun_command
 from ..shape import Role
@@ -24,6 +26,7 @@ def plan_mpi(given: KindInputs) -> KindPlan:
     pipes = given.pipes(per_host, True, placed.num_processes)
     env_set = given.base_env(pipes)
     argv: tuple[str, ...] = ()
+    ssh_dir = SSH_DIR if shape.workers else ""  # mpirun's ssh logs into the workers with the job's key (docker/ssh_config)
     if shape.role is not Role.WORKER:  # on a worker, the master's mpirun starts this host's ranks through sshd
         control_host = shape.master if shape.workers else "127.0.0.1"
         contract = RankContract(control_host, config.control_port, given.token, config.grace_period_s, pipes,
@@ -41,8 +44,10 @@ def plan_mpi(given: KindInputs) -> KindPlan:
     sshd = config.sshd
     serves_sshd = shape.role is Role.WORKER
     coordination = given.coordination(
-        sshd_argv=(SSHD, "-D", "-e", "-f", sshd.config, "-p", str(sshd.port)) if serves_sshd else (),
+        sshd_argv=(SSHD, "-D", "-e", "-f", sshd.config, "-p", str(sshd.port), "-h", os.path.join(ssh_dir, HOST_KEY),
+                   "-o", f"AuthorizedKeysFile={os.path.join(ssh_dir, AUTHORIZED_KEYS)}") if serves_sshd else (),
         sshd_port=sshd.port if serves_sshd else 0,
+        ssh_dir=ssh_dir,
         ranks=tuple((placed.hosts[rank // per_host], rank) for rank in range(placed.num_processes)),
         program_name=f"mpirun ({given.launch.program_path})",
         start_line=f"host {here}: starting {placed.num_processes} ranks on {', '.join(placed.hosts)}: {shlex.join(argv)}",

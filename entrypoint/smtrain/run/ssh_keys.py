@@ -1,0 +1,59 @@
+"""The job's ssh keys (smtrain.wire.ssh_trust says which files): the master makes the job's key pair,
+a worker its sshd's host key, and then trusts the one public key the master gives it. Made with
+`ssh-keygen` (ed25519: a few milliseconds) in a root-only folder of the container, never under
+/opt/ml and never logged; a new job makes new ones, a restart in place keeps them."""
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from ..errors import StartupFailed
+from ..wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY, JOB_KEY
+
+__all__ = ["make_host_key", "make_job_key", "trust_key"]
+
+
+def _private_folder(folder: str) -> Path:
+    path = Path(folder)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.chmod(0o700)
+    return path
+
+
+def _keygen(key: Path, comment: str) -> None:
+    for stale in (key, key.with_name(key.name + ".pub")):
+        stale.unlink(missing_ok=True)  # ssh-keygen would ask before overwriting
+    try:
+        done = subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(key)],
+                              stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise StartupFailed(f"cannot make the job's ssh key {key}: {e}") from None
+    if done.returncode != 0:
+        raise StartupFailed(f"ssh-keygen could not make {key}: {done.stderr.strip()[-300:]}")
+
+
+def make_job_key(folder: str) -> str:
+    """The master's key pair for this job, new; returns its public key line."""
+    key = _private_folder(folder) / JOB_KEY
+    _keygen(key, "smtrain-job")
+    return key.with_name(JOB_KEY + ".pub").read_text().split(" smtrain-job")[0].strip()
+
+
+def make_host_key(folder: str) -> None:
+    """A worker's sshd host key, new, and no trusted key yet (a stale one from an earlier job in the same
+    container goes before sshd starts)."""
+    path = _private_folder(folder)
+    (path / AUTHORIZED_KEYS).unlink(missing_ok=True)
+    _keygen(path / HOST_KEY, "smtrain-host")
+
+
+def trust_key(folder: str, key: str) -> None:
+    """Make `key` (a checked public key line, smtrain.wire.ssh_trust.parse_public_key) the one key this
+    worker's sshd accepts: written aside, then renamed into place."""
+    path = _private_folder(folder)
+    aside = path / f".{AUTHORIZED_KEYS}.{os.getpid()}"
+    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(key + "\n")
+    os.replace(aside, path / AUTHORIZED_KEYS)

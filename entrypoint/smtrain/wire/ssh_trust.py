@@ -1,0 +1,42 @@
+"""The job's ssh trust, as master and workers share it: the master's `train` makes a key pair for the
+job, and each worker's sshd accepts exactly its public half, which the master gives it over the
+control channel (`trust {key}`). Here: where the files live in each container (a root-only folder
+outside /opt/ml, made anew by every container: nothing of it is in the image) and what a public key
+given over the wire must look like."""
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+
+__all__ = ["AUTHORIZED_KEYS", "HOST_KEY", "JOB_KEY", "KEY_TYPE", "SSH_DIR", "parse_public_key"]
+
+SSH_DIR = "/run/smtrain/ssh"  # 0700, root's; /run is the container's own
+JOB_KEY = "job_ed25519"  # the master's private key for this job (and .pub beside it)
+HOST_KEY = "host_ed25519_key"  # a worker's sshd host key, made when its container starts
+AUTHORIZED_KEYS = "authorized_keys"  # a worker's: the one key its sshd accepts, this job's
+KEY_TYPE = "ssh-ed25519"
+
+_LINE = re.compile(r"ssh-ed25519 ([A-Za-z0-9+/]+={0,2})(?: [\x21-\x7e ]{0,100})?")
+
+
+def parse_public_key(text: object) -> str:
+    """The one ed25519 public key `text` must be (an OpenSSH public key line), without its comment;
+    ValueError saying what is wrong. A key line with options (`command=...`), several lines or another
+    key type is refused: the worker's sshd must trust exactly one plain key."""
+    if not isinstance(text, str) or not text.strip():
+        raise ValueError("no key was given")
+    line = text.strip()
+    match = _LINE.fullmatch(line)
+    if match is None:
+        raise ValueError(f"expected one '{KEY_TYPE} <base64>' line, got {line[:40]!r}")
+    try:
+        blob = base64.b64decode(match.group(1), validate=True)
+    except binascii.Error:
+        raise ValueError("its base64 part does not decode") from None
+    # the blob: string "ssh-ed25519", string <32-byte key>, each with a 4-byte big-endian length
+    name_len = int.from_bytes(blob[:4], "big")
+    if blob[4:4 + name_len] != KEY_TYPE.encode() or len(blob) != 4 + name_len + 4 + 32 \
+            or int.from_bytes(blob[4 + name_len:8 + name_len], "big") != 32:
+        raise ValueError("its base64 part is not an ed25519 public key")
+    return f"{KEY_TYPE} {match.group(1)}"

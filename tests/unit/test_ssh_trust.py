@@ -1,0 +1,96 @@
+"""The job's ssh keys: what a worker accepts as the job's public key (checked against ssh-keygen's own
+output and reading, the reference), the files train makes, and which plans use them."""
+from __future__ import annotations
+
+import base64
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from smtrain.config.load import load_config
+from smtrain.plan.launch import plan_launch
+from smtrain.run.ssh_keys import make_host_key, make_job_key, trust_key
+from smtrain.wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY, JOB_KEY, SSH_DIR, parse_public_key
+from tests.support import make_tree
+from tests.unit.test_plan import FACTS, MPI
+
+
+def _keygen(folder: Path, kind: str = "ed25519") -> str:
+    subprocess.run(["ssh-keygen", "-q", "-t", kind, "-N", "", "-C", "someone@somewhere", "-f", str(folder / kind)],
+                   check=True, capture_output=True, timeout=30)
+    return (folder / f"{kind}.pub").read_text()
+
+
+def test_an_ed25519_public_key_from_ssh_keygen_is_taken_without_its_comment(tmp_path: Path) -> None:
+    line = _keygen(tmp_path)
+    key = parse_public_key(line)
+    assert line.startswith(key + " someone@somewhere") and key.count(" ") == 1
+    (tmp_path / "back.pub").write_text(key + "\n")  # and ssh-keygen reads what the worker would write
+    shown = subprocess.run(["ssh-keygen", "-l", "-f", str(tmp_path / "back.pub")], capture_output=True, text=True,
+                           timeout=30)
+    assert shown.returncode == 0 and "(ED25519)" in shown.stdout
+
+
+def _blob(name: bytes, key: bytes) -> str:
+    return base64.b64encode(len(name).to_bytes(4, "big") + name + len(key).to_bytes(4, "big") + key).decode()
+
+
+@pytest.mark.parametrize("given,why", [
+    (None, "no key was given"),
+    ("", "no key was given"),
+    ("ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ", "expected one 'ssh-ed25519 <base64>' line"),
+    ('command="sh" ' + "ssh-ed25519 " + _blob(b"ssh-ed25519", bytes(32)), "expected one"),
+    ("ssh-ed25519 " + _blob(b"ssh-ed25519", bytes(32)) + "\nssh-ed25519 " + _blob(b"ssh-ed25519", bytes(32)),
+     "expected one"),
+    ("ssh-ed25519 " + _blob(b"ssh-ed25519", bytes(31)), "not an ed25519 public key"),
+    ("ssh-ed25519 " + _blob(b"ssh-ed448", bytes(32)), "not an ed25519 public key"),
+    ("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI", "does not decode"),
+], ids=["none", "empty", "rsa", "options", "two-lines", "short-key", "other-type", "bad-base64"])
+def test_anything_but_one_plain_ed25519_key_is_refused_saying_why(given: object, why: str) -> None:
+    with pytest.raises(ValueError, match=why.replace("(", r"\(").replace("<", "<")):
+        parse_public_key(given)
+
+
+def test_an_ecdsa_key_from_ssh_keygen_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="expected one 'ssh-ed25519"):
+        parse_public_key(_keygen(tmp_path, "ecdsa"))
+
+
+def test_the_files_are_root_only_new_for_each_job_and_the_worker_trusts_one_key(tmp_path: Path) -> None:
+    folder = tmp_path / "run" / "ssh"
+    first = make_job_key(str(folder))
+    assert parse_public_key(first) == first and "smtrain" not in first
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and stat.S_IMODE((folder / JOB_KEY).stat().st_mode) == 0o600
+    assert (folder / JOB_KEY).read_text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
+    assert make_job_key(str(folder)) != first  # the next job's key is another
+    (folder / AUTHORIZED_KEYS).write_text("ssh-ed25519 AAAA an earlier job's\n")
+    make_host_key(str(folder))
+    assert (folder / HOST_KEY).is_file() and not (folder / AUTHORIZED_KEYS).exists()
+    trust_key(str(folder), first)
+    assert (folder / AUTHORIZED_KEYS).read_text() == first + "\n"
+    assert stat.S_IMODE((folder / AUTHORIZED_KEYS).stat().st_mode) == 0o600
+    assert sorted(p.name for p in folder.iterdir()) == sorted([AUTHORIZED_KEYS, HOST_KEY, HOST_KEY + ".pub", JOB_KEY,
+                                                               JOB_KEY + ".pub"])
+
+
+def test_a_one_host_mpi_job_makes_no_key(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path, hosts=("algo-1",), current_host="algo-1", hyperparameters=MPI)
+    plan = plan_launch(load_config(tree.env()), FACTS, "/venv/bin/python", token="t" * 32)
+    assert plan.coordination is not None and plan.coordination.ssh_dir == ""
+
+
+def test_the_images_ssh_client_offers_the_job_key_alone_and_its_sshd_names_no_key() -> None:
+    """docker/ssh_config and docker/sshd_config against smtrain.wire.ssh_trust (the harness's copies too)."""
+    from tests.harness.cluster import SSH_CLIENT_CONFIG, SSHD_CONFIG
+
+    docker = Path(__file__).resolve().parent.parent.parent / "docker"
+    for client in ((docker / "ssh_config").read_text(), SSH_CLIENT_CONFIG):
+        settings = [line.split() for line in client.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        assert ["IdentityFile", f"{SSH_DIR}/{JOB_KEY}"] in settings and ["IdentitiesOnly", "yes"] in settings
+        assert [s for s in settings if s[0] == "IdentityFile"] == [["IdentityFile", f"{SSH_DIR}/{JOB_KEY}"]]
+    for server in ((docker / "sshd_config").read_text(), SSHD_CONFIG):
+        names = {line.split()[0] for line in server.splitlines() if line.strip() and not line.startswith("#")}
+        assert not names & {"HostKey", "AuthorizedKeysFile", "AuthorizedKeysCommand"}  # train gives both per job
+        assert {"PasswordAuthentication", "KbdInteractiveAuthentication", "PermitRootLogin"} <= names
