@@ -1,4 +1,6 @@
-"""Session checks: the tests exercise the installed `train`, so it must be this checkout's code."""
+"""Session checks: the tests exercise the installed `train`, so it must be this checkout's code - except
+where only the image tier runs: it tests an image (its own `train`), and needs only requirements/dev.txt
+(buildspec.yml runs it so, in CodeBuild's Python)."""
 from __future__ import annotations
 
 import hashlib
@@ -8,6 +10,7 @@ from pathlib import Path
 import pytest
 
 CHECKOUT = Path(__file__).resolve().parent.parent / "entrypoint" / "smtrain"
+IMAGE_TIER = Path(__file__).resolve().parent / "image"
 
 
 def _digest(folder: Path) -> str:
@@ -17,7 +20,15 @@ def _digest(folder: Path) -> str:
     return h.hexdigest()
 
 
+def _image_tier_only(config: pytest.Config) -> bool:
+    """Whether every path pytest was given lies in tests/image (`pytest tests/image`, a test of it)."""
+    given = [Path(config.invocation_params.dir, arg.split("::")[0]).resolve() for arg in config.args]
+    return bool(given) and all(path.is_relative_to(IMAGE_TIER) for path in given)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
+    if _image_tier_only(session.config):
+        return
     installed = Path(sysconfig.get_paths()["purelib"]) / "smtrain"
     if not installed.is_dir():
         pytest.exit(f"the project is not installed in {installed.parent}: run scripts/setup.sh", 3)

@@ -137,3 +137,57 @@ def test_without_restarts_asked_for_a_failure_ends_the_job_as_before(cluster: Cl
     failure = (cluster.hosts[0].ml / "output" / "failure").read_text()
     assert failure.startswith("RuntimeError: ") and "attempt" not in failure.splitlines()[0]
     assert "restart" not in cluster.hosts[0].stderr()
+
+
+def _pipe_job(cluster: Cluster, layout: str) -> dict[str, list[bytes]]:
+    """The README's checkpoint example (tests/programs/pipe_restart.py), 2x2 Horovod, reading `train` as
+    Pipe mode emulated from each host's files (as under SDK local mode), `lines` records, 2 epochs of 40
+    records a rank; rank 3 raises once at step 50 (epoch 1). `layout`: one channel the host's
+    demultiplexer deals to its ranks (`demux`, `shuffled` with a ShuffleConfig), or AWS's per-rank
+    channels `train_0 ... train_3` (`per-rank`). Returns each host's records of an epoch."""
+    for host in cluster.hosts:
+        for folder in ("checkpoints", "output", "model", "input/data"):
+            shutil.rmtree(host.ml / folder, ignore_errors=True)
+    cluster.write_job({**MPI, "fail-rank": 3, "fail-at": 50, "horovod": "yes", "sagemaker_max_restarts": 2,
+                       "sagemaker_pipe_emulation": "on", "sagemaker_pipe_record_format": "lines"},
+                      program=PROGRAMS / "pipe_restart.py")
+    names = [f"train_{rank}" for rank in range(4)] if layout == "per-rank" else ["train"]
+    channel = {"TrainingInputMode": "File", **({"ShuffleConfig": {"Seed": 7}} if layout == "shuffled" else {})}
+    records: dict[str, list[bytes]] = {}
+    for host in cluster.hosts:
+        (host.ml / "input" / "config" / "inputdataconfig.json").write_text(json.dumps(dict.fromkeys(names, channel)))
+        records[host.name] = []
+        for name in names:
+            for part in ("a", "b") if layout != "per-rank" else ("a",):
+                lines = [f"{host.name}/{name}/{part}/{i}" for i in range(40 if layout != "per-rank" else 40)]
+                (host.ml / "input" / "data" / name).mkdir(parents=True, exist_ok=True)
+                (host.ml / "input" / "data" / name / part).write_text("".join(line + "\n" for line in lines))
+                mine = layout != "per-rank" or int(name[-1]) // 2 == cluster.hosts.index(host)
+                records[host.name] += [line.encode() for line in lines] if mine else []
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SM_SYSTEM_MONITOR="off"))
+    return records
+
+
+@pytest.mark.parametrize("layout", ["demux", "per-rank"])
+def test_a_pipe_mode_job_restarted_in_place_trains_on_every_record_once(cluster: Cluster, layout: str) -> None:
+    """Every record of every epoch is trained on exactly once per host across the two attempts (what
+    each rank's checkpoints committed, counted): the restarted attempt reads each channel from FIFO 0
+    with whole epochs, as after a spot restart, and resumes at the checkpoint's positions."""
+    from collections import Counter
+
+    records = _pipe_job(cluster, layout)
+    statuses = cluster.wait(300)
+    assert statuses == {"algo-1": 0, "algo-2": 0}, _details(cluster)
+    for host in cluster.hosts:
+        data = host.ml / "output" / "data"
+        by_epoch: dict[int, Counter] = {0: Counter(), 1: Counter()}
+        for path in data.glob("trained-*"):
+            for line in path.read_text().splitlines():
+                epoch, record = line.split()
+                by_epoch[int(epoch)][bytes.fromhex(record)] += 1
+        for epoch in (0, 1):
+            assert by_epoch[epoch] == Counter(records[host.name]), f"{host.name} epoch {epoch}: a record lost or repeated"
+        for path in data.glob("starts-*"):  # two attempts; the second resumed where the checkpoints said
+            assert len(path.read_text().splitlines()) == 2, (path.name, path.read_text())
+    assert "the job succeeded after 1 restart(s) in place" in cluster.hosts[0].stderr()
+    assert cluster.leftovers() == {}

@@ -22,9 +22,9 @@ def docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.C
     return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout, check=check)
 
 
-def shell(image: str, script: str, *options: str) -> str:
+def shell(image: str, script: str, *options: str, timeout: float = 300) -> str:
     """What `sh -c script` prints in a new container of `image` (`options` for docker run)."""
-    return docker("run", "--rm", *options, "--entrypoint", "sh", image, "-c", script, timeout=300).stdout
+    return docker("run", "--rm", *options, "--entrypoint", "sh", image, "-c", script, timeout=timeout).stdout
 
 
 def ensure_docker(wait_s: float = 60) -> None:

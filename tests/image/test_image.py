@@ -50,6 +50,15 @@ def test_final_stage_has_no_build_tools_or_caches(image: str) -> None:
     assert env.get("PYTHONUNBUFFERED") == "1" and env.get("TF_USE_LEGACY_KERAS") == "1"
 
 
+def test_the_image_holds_no_private_key(image: str) -> None:
+    """No ssh key (host or user) and no PEM private key anywhere in the image's files: each container
+    makes its own host key and each job its own key pair (docs/design.md, "The job's ssh keys")."""
+    found = shell(image, "ls /etc/ssh/ssh_host_* /root/.ssh 2>/dev/null; "
+                         "grep -rlIE -e '-----BEGIN ([A-Z0-9]+ )?PRIVATE KEY-----' -e 'BEGIN OPENSSH PRIVATE KEY' "
+                         "--exclude-dir=proc --exclude-dir=sys --exclude-dir=dev / 2>/dev/null; true", timeout=600)
+    assert found.split() == [], f"private keys in the image: {found.split()}"
+
+
 def test_tf_container_scripts_find_their_apis_in_the_image(image: str) -> None:
     """The PipeModeDataset drop-in ships, Horovod's Keras callbacks are patched onto tf_keras, and
     smtrain's native Pipe reader was built for the image's TensorFlow and loads."""

@@ -1,5 +1,6 @@
 """The documents against the code: the README's settings are the ones the code reads, its minimal
-script is the example's, the changelog keeps its form, and no document carries a run diary. (Links,
+script is the example's, the changelog keeps its form, no document carries a run diary or run log, and
+every figure in the README names the benchmark or test that measures it. (Links,
 paths and module names in the documents: tests/static/test_layers.py; that every documented setting
 reaches the program under `train`: tests/process/test_internals.py; the README's quick start run as
 written on the image: tests/image/test_image.py.)"""
@@ -41,13 +42,39 @@ def test_the_readmes_minimal_script_is_the_example() -> None:
 # Run histories, CI tallies and what was tried belong in an issue's note, not in the documents.
 DIARY = re.compile(r"\b(?:this|the previous|an earlier|a later) session\b|\bissue \d+|\bin a probe\b|\ba probe\b|"
                    r"\bnot kept\b|\bci-local\b|\bclean[- ]clone\b|\b\d+ passed\b|\blent to this\b|\bthe lease\b|"
-                   r"\bthe test machine\b|\bCI runs?\b", re.I)
+                   r"\bthe test machine\b|\bCI runs?\b|\bwhat has (?:not )?run\b|\bhas not (?:yet )?run\b|\bnot run\b|"
+                   r"\brun for this release\b|\bbefore, it (?:was|did)\b|\bniced image build\b|\brunning beside it\b", re.I)
 
 
 def test_no_document_carries_a_run_diary() -> None:
     found = [f"{p.relative_to(REPO)}:{text.count(chr(10), 0, m.start()) + 1}: {m.group(0)}"
              for p in USER_DOCUMENTS for text in [p.read_text(encoding="utf-8")] for m in DIARY.finditer(text)]
     assert found == [], "\n".join(found)
+
+
+# A measured figure: "about 10 s", "0.99x", "1.7 GB/s", "9.4 us", "took 3 s", "0.17 % of", "2.1 s after".
+MEASURED = re.compile(r"\babout \d|\b\d+(?:\.\d+)?x\b|[GM]B/s|\d ?us\b|\btook \d|\d+(?:\.\d+)? ?% of|"
+                      r"\d+(?:\.\d+)? (?:min|ms|s) (?:after|from|to|in)\b")
+MEASURED_BY = re.compile(r"bench_\w+\.py|\bfigure \w+|tests/\w+|\btest_\w+")
+
+
+def _readme_passages(text: str) -> list[str]:
+    """The README's paragraphs and list items, each with the indented command block that follows it;
+    tables and fenced code left out (settings and defaults, not measurements)."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    passages: list[str] = []
+    for block in re.split(r"\n\s*\n|\n(?=- )", text):
+        if block.startswith("    ") and passages:
+            passages[-1] += "\n" + block
+        elif not block.startswith("|"):
+            passages.append(block)
+    return passages
+
+
+def test_every_figure_in_the_readme_names_what_measures_it() -> None:
+    unnamed = [p[:160] for p in _readme_passages(README.read_text(encoding="utf-8"))
+               if MEASURED.search(p) and not MEASURED_BY.search(p)]
+    assert unnamed == [], "figures without the benchmark or test that measures them:\n" + "\n".join(unnamed)
 
 
 def test_the_changelog_keeps_a_changelogs_form_and_names_this_version() -> None:

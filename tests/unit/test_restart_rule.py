@@ -42,16 +42,23 @@ def test_the_plan_restarts_jobs_across_ranks_only_where_a_restart_can_resume_the
     mwms = _plan(tmp_path / "mwms", {"sagemaker_multi_worker_mirrored_strategy_enabled": "true",
                                      "sagemaker_max_restarts": "1"})
     assert mwms.restarts.max_restarts == 1
+    # a program on its own, and channels train streams itself from files (local mode's Pipe emulation)
+    alone = _plan(tmp_path / "alone", {"sagemaker_max_restarts": "1"}, hosts=("algo-1",))
+    emulated = _plan(tmp_path / "emulated", {**MPI, "sagemaker_max_restarts": "1", "sagemaker_pipe_emulation": "on"},
+                     channels={"train": {"TrainingInputMode": "File"}})
+    assert (alone.restarts.max_restarts, emulated.restarts.max_restarts) == (1, 1) and emulated.emulated == ("train",)
     refused = {
-        "alone": _plan(tmp_path / "alone", {"sagemaker_max_restarts": "1"}, hosts=("algo-1",)),
         "ps": _plan(tmp_path / "ps", {"sagemaker_parameter_server_enabled": "true", "sagemaker_max_restarts": "1"}),
         "pipe": _plan(tmp_path / "pipe", {**MPI, "sagemaker_max_restarts": "1"},
-                      channels={"train": {"TrainingInputMode": "Pipe"}}),
+                      channels={"train": {"TrainingInputMode": "Pipe"}, "eval": {"TrainingInputMode": "File"}}),
+        "dealt-shuffled": _plan(tmp_path / "shuffled", {**MPI, "sagemaker_max_restarts": "1",
+                                                        "sagemaker_pipe_emulation": "on"},
+                                channels={"train": {"TrainingInputMode": "File", "ShuffleConfig": {"Seed": 1}}}),
     }
     assert {name: plan.restarts.max_restarts for name, plan in refused.items()} == dict.fromkeys(refused, 0)
-    assert "a program on its own" in refused["alone"].restarts.refused
     assert "parameter servers hold its state" in refused["ps"].restarts.refused
-    assert "Pipe-mode channels (train)" in refused["pipe"].restarts.refused
+    assert "SageMaker's Pipe-mode channels (train)" in refused["pipe"].restarts.refused
+    assert "shuffled channels (train) are dealt by each host's demultiplexer" in refused["dealt-shuffled"].restarts.refused
 
 
 def _attempt(outcome: JobOutcome = RAISED, progressed: bool = True, steps: int = 0) -> Attempt:

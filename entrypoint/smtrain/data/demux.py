@@ -332,6 +332,8 @@ def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s
     restarted job's resumed epoch). Ends when no rank reads any more."""
     folder = demux_folder(data_dir)
     folder.mkdir(parents=True, exist_ok=True)
+    for r in range(ranks):  # an earlier attempt's (a restart in place): this one's ranks start after us
+        rank_ended_marker(folder, r).unlink(missing_ok=True)
     readers: Optional[list[int]] = None
     for epoch in itertools.count() if epochs is None else range(epochs):
         targets = {r: Path(f"{demux_prefix(data_dir, channel, r)}_{epoch}")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
 from ..config.hyperparameters import to_cmd_args
-from ..config.model import HostFacts, TrainingConfig
+from ..config.model import HostFacts, InputMode, TrainingConfig
 from ..config.secrets import Redactor
 from ..wire.contract import without_internals
 from ..wire.pipe_assignment import PipeAssignment, PipeMode, demux_folder, pipe_env
@@ -218,7 +218,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         failure_file=config.paths.failure_file,
         success_file=config.paths.success_file,
         coordination=kind.coordination,
-        restarts=restart_policy(config.max_restarts, kind.coordination, kind.pipes),
+        restarts=restart_policy(config.max_restarts, kind.coordination,
+                                tuple(c.name for c in config.channels if c.mode is InputMode.PIPE), kind.pipes),
         pipes=kind.pipes,
         demux=demux_commands(kind.pipes, config.paths.input_data_dir, kind.ranks_per_host, python, resume),
         monitor=monitor_command(config, python),

@@ -83,6 +83,12 @@ class HelperGroup:
         self.helpers.append(helper)
         return helper
 
+    def take(self, prefixes: Sequence[str]) -> list[Helper]:
+        """The helpers whose names start with one of `prefixes`, out of this group (the caller stops them)."""
+        taken = [h for h in self.helpers if h.name.startswith(tuple(prefixes))]
+        self.helpers = [h for h in self.helpers if h not in taken]
+        return taken
+
     @property
     def pids(self) -> list[int]:
         return [h.process.pid for h in self.helpers]

@@ -27,9 +27,9 @@ from ..plan.localmode import describe as describe_emulation
 from ..plan.launch import LaunchPlan, Role
 from ..plan.program import check_program
 from ..config.defaults import REPORT_TIMEOUT_S
-from ..proc.helpers import HelperGroup, spawn_helper
+from ..proc.helpers import HelperGroup, spawn_helper, stop_all
 from ..proc.supervise import end_descendants, parent_death_signal
-from .carry import keep_checkpoints, restore_checkpoints
+from .carry import keep_checkpoints, restore_checkpoints, written_since
 from .codesetup import fetch_code, install_requirements
 from .outcome import FileState, JobOutcome, render
 
@@ -50,15 +50,23 @@ def prepare(plan: LaunchPlan, python: str) -> None:
     restore_checkpoints(plan.restore_checkpoints_from, plan.checkpoint_dir)
 
 
-def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
-    """The local feeder (emulated Pipe mode), the demultiplexers and the system monitor, as the plan
-    says, into `helpers`."""
+PIPE_HELPERS = ("feeder", "demultiplexer ")  # the helpers that serve Pipe channels: names start so
+
+
+def start_pipe_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
+    """The local feeder (emulated Pipe mode) and the demultiplexers, as the plan says, into `helpers`."""
     if plan.feeder:
         log(describe_emulation(plan.emulated))
         helpers.start("feeder", plan.feeder)
     for argv in plan.demux:
         log(f"starting the demultiplexer: {shlex.join(argv)}")
         helpers.start(f"demultiplexer {argv[argv.index('--channel') + 1]}", argv)
+
+
+def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
+    """The local feeder (emulated Pipe mode), the demultiplexers and the system monitor, as the plan
+    says, into `helpers`."""
+    start_pipe_helpers(plan, helpers)
     if plan.monitor:
         # should train be killed, the monitor gets SIGTERM: it writes the last samples, then goes
         helpers.start("system monitor", plan.monitor, preexec_fn=parent_death_signal(signal.SIGTERM))
@@ -97,6 +105,22 @@ class HostJob:
     def start_helpers(self) -> list[int]:
         start_helpers(self.plan, self.helpers)
         return self.helpers.pids
+
+    def restart_pipes(self) -> None:
+        """Before a restart in place: the Pipe channels this host serves (emulated from files, dealt by
+        its demultiplexers) start again from FIFO 0, as after a spot restart; the rest keeps running."""
+        stale = self.helpers.take(PIPE_HELPERS)
+        if not stale and not self.plan.feeder and not self.plan.demux:
+            return
+        stop_all(stale)
+        start_pipe_helpers(self.plan, self.helpers)
+
+    def wrote_progress_since(self, since: float) -> bool:
+        """Whether this host's program wrote a checkpoint or step events (the step profiler's Keras
+        batches) since `since` (wall clock): a sign of progress where its ranks report none."""
+        plan = self.plan
+        folders = [plan.checkpoint_dir, *([plan.profiler_dir / "framework"] if plan.profiler_dir else [])]
+        return any(written_since(folder, since) for folder in folders)
 
     def _with_contract(self, env: dict[str, str], token: str, rank: int) -> dict[str, str]:
         team = self.plan.coordination

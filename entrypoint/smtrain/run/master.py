@@ -25,9 +25,9 @@ from ..wire.control_protocol import MessageType
 from ..wire.progress_file import Counts
 from .control_server import ControlServer
 from .job import HostJob
-from .carry import written_since
 from .outcome import JobOutcome, JobView, decide, failure_text
-from .restart_rule import Attempt, AttemptProgress, describe_attempts, why_not_restart
+from .attempts import run_attempts
+from .restart_rule import Attempt, AttemptProgress
 from .ssh_keys import make_job_key
 from .stall import Stall, StallWatch
 from .watchdog import Watchdog
@@ -143,22 +143,7 @@ class Master:
             self.server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
             await_workers(self.server, team)
             job.start_companions(job.token)
-            attempts: list[Attempt] = []
-            while True:
-                outcome, attempt = self._attempt(len(attempts))
-                if outcome.status == 0 or plan.restarts.max_restarts == 0:
-                    break
-                attempts.append(attempt)
-                stopping = job.waker.shutdown_seen
-                why_not = why_not_restart(attempts, plan.restarts.max_restarts,
-                                          signal.Signals(stopping).name if stopping else None)
-                if why_not is None:
-                    why_not = self._restart(len(attempts), attempt)
-                if why_not is not None:
-                    outcome = outcome._replace(what=f"{outcome.what} ({describe_attempts(attempts, why_not)})")
-                    break
-            if attempts and outcome.status == 0:
-                log(f"the job succeeded after {len(attempts)} restart(s) in place")
+            outcome = run_attempts(self._attempt, self._restart, plan.restarts.max_restarts, job.waker)
             self.server.end(outcome.status, outcome.reason)
             if plan.profiler_dir is not None and team.workers:
                 job.report_notes += gather_profiles(self.server, list(team.workers), plan.profiler_dir)
@@ -193,19 +178,15 @@ class Master:
         """Whether the attempt begun at `since` (wall clock) made progress: a rank said so, or (where
         restarts are asked for) this host's ranks wrote a checkpoint or step events meanwhile - what a
         TF strategy's script that counts no steps leaves (the step profiler's events of Keras batches)."""
-        plan = self.job.plan
-        if self.progress.progressed or plan.restarts.max_restarts == 0:
+        if self.progress.progressed or self.job.plan.restarts.max_restarts == 0:
             return self.progress.progressed
-        folders = [plan.checkpoint_dir, *([plan.profiler_dir / "framework"] if plan.profiler_dir else [])]
-        return any(written_since(folder, since) for folder in folders)
+        return self.job.wrote_progress_since(since)
 
     def _restart(self, number: int, failed: Attempt) -> Optional[str]:
         """Restart `number` in place: every worker ends its part of the failed attempt and says it is
         ready (bounded; a shutdown signal ends the wait at once). None when the job can start again,
         else why not."""
         team, waker = self.team, self.job.waker
-        log(f"restarting the job in place (restart {number} of {self.job.plan.restarts.max_restarts}) after "
-            f"{failed.seconds:.1f} s: {failed.cause()}")
         began = time.monotonic()
         self.server.broadcast(MessageType.RESTART, attempt=number, cause=failed.cause())
         deadline = began + ABORT_WAIT_S
@@ -221,6 +202,7 @@ class Master:
             for signum in waker.wait(0.2):
                 if signum in SHUTDOWN_SIGNALS:
                     return f"train was asked to stop ({signal.Signals(signum).name})"
+        self.job.restart_pipes()
         self.server.new_attempt()
         self.aborted, self.progress = None, AttemptProgress()
         self.dogs.clear()

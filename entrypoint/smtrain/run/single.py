@@ -1,5 +1,6 @@
 """The single role: this host runs its program on its own (one host, no MPI, no TF strategy across
-hosts), with the stall watchdog reading the program's progress file."""
+hosts), with the stall watchdog reading the program's progress file, and restarts it in place after a
+transient failure where the plan allows (run.attempts, run.restart_rule)."""
 from __future__ import annotations
 
 import shlex
@@ -13,8 +14,10 @@ from ..errors import FailureKind
 from ..proc.progressfile import ProgressFile, dump_stacks
 from ..proc.supervise import supervise
 from ..rank.launcher import with_startup_hook
+from .attempts import run_attempts
 from .job import HostJob
 from .outcome import SUCCESS, JobOutcome, describe_program_failure
+from .restart_rule import Attempt
 from .stall import Stall, StallWatch
 from .watchdog import Watchdog
 
@@ -22,34 +25,53 @@ __all__ = ["run_single"]
 
 
 def run_single(job: HostJob) -> JobOutcome:
-    """A program on its own on this host, under the stall watchdog; its outcome."""
+    """A program on its own on this host, under the stall watchdog, restarted in place where the plan
+    allows (run.attempts); its outcome."""
+    plan = job.plan
+    return run_attempts(lambda number: _attempt(job, number), lambda number, failed: _restart(job),
+                        plan.restarts.max_restarts, job.waker)
+
+
+def _attempt(job: HostJob, number: int) -> tuple[JobOutcome, Attempt]:
+    """One run of the program (number 0, then one more for each restart) and how it ended."""
     plan = job.plan
     log(f"host {plan.host}: starting {shlex.join(plan.argv)}")
     env = with_startup_hook(plan.child_env(job.inherited_env))
     progress = ProgressFile()
     progress.export(env)
     dog: Optional[Watchdog] = None
+    started, started_wall = time.monotonic(), time.time()
     try:
         def start_after_program() -> list[int]:
             nonlocal dog
             if plan.stall_timeout_s > 0:
                 dog = _watch_program(job, progress)
-            return job.start_helpers()
+            return job.start_helpers() if number == 0 else job.helpers.pids
 
         def why_end() -> Optional[str]:
             return "the program stalled" if dog is not None and dog.stall else None
 
         result = supervise(plan.argv, env, plan.cwd, plan.grace_period_s, job.waker,
                            on_started=start_after_program, on_wake=why_end)
+        counts = progress.read()
     finally:
         if dog is not None:
             dog.stop()
         progress.remove()
     if dog is not None and dog.stall is not None:
-        return JobOutcome.of_kind(FailureKind.STALLED, dog.stall.describe(), host=plan.host)
-    if result.exit_code == 0:
-        return SUCCESS
-    return describe_program_failure(result, str(plan.program.program_path))
+        outcome = JobOutcome.of_kind(FailureKind.STALLED, dog.stall.describe(), host=plan.host)
+    elif result.exit_code == 0:
+        outcome = SUCCESS
+    else:
+        outcome = describe_program_failure(result, str(plan.program.program_path))
+    progressed = bool(counts.steps or counts.beats) or (plan.restarts.max_restarts > 0
+                                                        and job.wrote_progress_since(started_wall))
+    return outcome, Attempt(outcome, progressed, counts.steps, time.monotonic() - started)
+
+
+def _restart(job: HostJob) -> None:
+    """Before a restart of a program on its own: its Pipe channels start again from FIFO 0."""
+    job.restart_pipes()
 
 
 def _watch_program(job: HostJob, progress: ProgressFile) -> Watchdog:

@@ -120,6 +120,7 @@ class Worker:
             if link.over():
                 return
             attempt = link.restart_asked
+            job.restart_pipes()
             link.send(MessageType.READY, attempt=attempt)
             deadline = time.monotonic() + self.team.peer_wait_s
 
@@ -134,6 +135,7 @@ class Worker:
             if link.restart_asked > ready_for:  # the attempt failed: its ranks here must be gone first
                 ready_for = link.restart_asked
                 self._await_ranks_gone(me)
+                self.job.restart_pipes()
                 link.send(MessageType.READY, attempt=ready_for)
                 forwarded.clear()
                 grace_deadline = None
