@@ -33,7 +33,9 @@ COPY scripts/build-native.sh /src/scripts/
 RUN /src/scripts/build-native.sh /opt/smtrain/venv
 COPY pyproject.toml /src/
 COPY entrypoint/ /src/entrypoint/
+# gevent's own test suite (gevent comes with sagemaker-training) ships TLS private keys: not shipped
 RUN /opt/smtrain/venv/bin/pip install -q --no-deps --no-build-isolation /src \
+ && rm -rf /opt/smtrain/venv/lib/python3.11/site-packages/gevent/tests \
  && find /opt/smtrain/venv -name __pycache__ -prune -exec rm -rf {} +
 
 FROM ${BASE_IMAGE} AS cpu
@@ -97,7 +99,9 @@ COPY scripts/build-native.sh /src/scripts/
 RUN /src/scripts/build-native.sh /opt/smtrain/venv
 COPY pyproject.toml /src/
 COPY entrypoint/ /src/entrypoint/
+# gevent's own test suite (gevent comes with sagemaker-training) ships TLS private keys: not shipped
 RUN /opt/smtrain/venv/bin/pip install -q --no-deps --no-build-isolation /src \
+ && rm -rf /opt/smtrain/venv/lib/python3.11/site-packages/gevent/tests \
  && find /opt/smtrain/venv -name __pycache__ -prune -exec rm -rf {} +
 
 FROM ${BASE_IMAGE} AS gpu

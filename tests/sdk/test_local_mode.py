@@ -106,3 +106,25 @@ def test_a_spot_interruption_is_rehearsed_and_the_second_run_resumes_exactly_onc
             by_epoch[int(epoch)][bytes.fromhex(record)] += 1
     for epoch in (0, 1):
         assert by_epoch[epoch] == Counter(everything), f"epoch {epoch}: a record lost or read twice"
+
+
+def test_a_pipemode_horovod_job_is_restarted_in_place_in_local_mode(containers: str, tmp_path: Path) -> None:
+    """SDK v2 local mode, one instance, 2 Horovod ranks reading the channel as Pipe mode (emulated from
+    its files, dealt by the demultiplexer), `sagemaker_max_restarts`: rank 1 raises once at step 30;
+    the job restarts in place, reads the channel from FIFO 0 again and resumes at its checkpoint: exit
+    0, and every record trained on once per epoch across the two attempts."""
+    everything = _write_objects(tmp_path / "data", ["a", "b"], 30)
+    job = run_sdk_job("v2", containers, tmp_path / "job", _source(tmp_path, "pipe_restart.py"), "train.py",
+                      {"train": tmp_path / "data"}, {"epochs": 2, "horovod": "yes", "fail-rank": 1, "fail-at": 30,
+                                                     "sagemaker_max_restarts": 1},
+                      instance_count=1, processes_per_host=2, input_mode="Pipe")
+    assert job.error is None, job.report()
+    assert "restarting the job in place (restart 1 of 1)" in job.output and "after 1 restart(s) in place" in job.output
+    data = job.extract("output.tar.gz", tmp_path / "output") / "data"
+    by_epoch: dict[int, Counter] = {0: Counter(), 1: Counter()}
+    for rank in (0, 1):
+        assert len((data / f"starts-{rank}").read_text().splitlines()) == 2
+        for line in (data / f"trained-{rank}").read_text().splitlines():
+            epoch, record = line.split()
+            by_epoch[int(epoch)][bytes.fromhex(record)] += 1
+    assert by_epoch == {0: Counter(everything), 1: Counter(everything)}
