@@ -109,11 +109,9 @@ class HostJob:
     def restart_pipes(self) -> None:
         """Before a restart in place: the Pipe channels this host serves (emulated from files, dealt by
         its demultiplexers) start again from FIFO 0, as after a spot restart; the rest keeps running."""
-        stale = self.helpers.take(PIPE_HELPERS)
-        if not stale and not self.plan.feeder and not self.plan.demux:
-            return
-        stop_all(stale)
-        start_pipe_helpers(self.plan, self.helpers)
+        if self.plan.feeder or self.plan.demux:
+            stop_all(self.helpers.take(PIPE_HELPERS))
+            start_pipe_helpers(self.plan, self.helpers)
 
     def wrote_progress_since(self, since: float) -> bool:
         """Whether this host's program wrote a checkpoint or step events (the step profiler's Keras

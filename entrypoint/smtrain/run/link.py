@@ -8,7 +8,8 @@ only after a look at the socket found nothing: time spent blocked in a log line 
 silent master whose host still acknowledges this host's heartbeats gets longer (smtrain.wire.liveness).
 
 In MPI jobs the master answers the hello with the job's ssh key (`trust`), which the worker trusts
-before it says `ready` for attempt 0. The master can stop this host's program at any time: `signal` (a shutdown signal it received:
+before it says `ready` for attempt 0. The master can stop this host's program at any time: `signal`
+(a shutdown signal it received:
 raised here as if this `train` had received it, so it is forwarded with the grace period), `abort`
 (the job fails: stop now) and `end` (the job is over, with its status). After a failed attempt it
 may say `restart`: this host ends its part of the attempt, says `ready`, and waits for the next `start`. A master that goes silent
