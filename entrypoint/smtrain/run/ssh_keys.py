@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from ..errors import StartupFailed
-from ..wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY, JOB_KEY
+from ..wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY, JOB_KEY, parse_public_key
 
 __all__ = ["make_host_key", "make_job_key", "trust_key"]
 
@@ -37,7 +37,7 @@ def make_job_key(folder: str) -> str:
     """The master's key pair for this job, new; returns its public key line."""
     key = _private_folder(folder) / JOB_KEY
     _keygen(key, "smtrain-job")
-    return key.with_name(JOB_KEY + ".pub").read_text().split(" smtrain-job")[0].strip()
+    return parse_public_key(key.with_name(JOB_KEY + ".pub").read_text())  # the line without its comment
 
 
 def make_host_key(folder: str) -> None:
