@@ -105,7 +105,7 @@ def test_tf_config_builders_equal_the_containers() -> None:
     from sagemaker_tensorflow_container import training as container
 
     from smtrain.config.hyperparameters import with_tuning_model_dir
-    from smtrain.plan import tfconfig
+    from smtrain.plan.kinds import multi_worker_mirrored as tfconfig
     from smtrain.plan.kinds.parameter_server import tf_config_for_ps
 
     for count in range(1, 6):

@@ -84,13 +84,14 @@ def test_every_module_is_in_a_layer_and_imports_only_point_down() -> None:
 
 
 def test_no_module_name_is_reused_across_the_package() -> None:
-    """A module's name says its layer's thing: `wire.rank_failure`, not a second `report`."""
+    """A module's name says its layer's thing: `wire.rank_failure`, not a second `report`. One pair shares
+    a name because it is one thing: the kind of a program on its own and the role body that runs it."""
     by_name: dict[str, list[str]] = {}
     for name in MODULES:
         last = name.rsplit(".", 1)[-1]
         if last not in ("__init__", "__main__") and name.startswith("smtrain."):
             by_name.setdefault(last, []).append(name)
-    assert {k: v for k, v in by_name.items() if len(v) > 1} == {}
+    assert {k: v for k, v in by_name.items() if len(v) > 1} == {"single": ["smtrain.plan.kinds.single", "smtrain.run.single"]}
 
 
 def _code_words(name: str) -> set[str]:
@@ -113,12 +114,14 @@ def _code_words(name: str) -> set[str]:
     return words
 
 
-def test_the_parameter_server_kind_is_named_in_at_most_four_modules() -> None:
-    """One distribution kind in one place: its config fact, its `Distribution`, its planner and the
-    planners' table - run/ carries out its coordination without naming it."""
-    naming = sorted(name for name in MODULES if any("parameter_server" in w or w == "ps" for w in _code_words(name)))
-    assert len(naming) <= 4, naming
-    assert not [n for n in naming if n.startswith("smtrain.run")], naming
+def test_each_distribution_kind_is_named_by_its_module_and_the_kinds_table_alone() -> None:
+    """One distribution kind in one place: its module in plan/kinds and its row in the table
+    (plan.kinds.KINDS) - config, the shape and run/ work without naming it."""
+    words = {"parameter_server": ("parameter_server", "ps"), "multi_worker_mirrored": ("multi_worker_mirrored", "mwms")}
+    for module, names in words.items():
+        naming = sorted(name for name in MODULES
+                        if any(w == n or w.startswith(n + "_") or w.endswith("_" + n) for w in _code_words(name) for n in names))
+        assert naming == sorted({f"smtrain.plan.kinds.{module}", "smtrain.plan.kinds"}), (module, naming)
 
 
 def test_no_modules_import_each_other_in_a_loop() -> None:

@@ -13,8 +13,12 @@ import pytest
 
 from smtrain.config.load import load_config
 from smtrain.errors import ConfigError, FailureKind
-from smtrain.plan.kinds import PLANNERS
-from smtrain.plan.launch import Distribution, LaunchPlan, plan_launch
+from smtrain.plan.kinds import KINDS
+from smtrain.plan.kinds.mpi import MPI
+from smtrain.plan.kinds.multi_worker_mirrored import MULTI_WORKER_MIRRORED
+from smtrain.plan.kinds.parameter_server import PARAMETER_SERVER
+from smtrain.plan.kinds.single import SINGLE
+from smtrain.plan.launch import LaunchPlan, plan_launch
 from smtrain.proc.supervise import ProcessResult
 from smtrain.progress import Counts
 from smtrain.run.master import Master
@@ -25,7 +29,7 @@ from smtrain.wire.rank_failure import RankFailure, root_cause
 from tests.support import make_tree
 from tests.unit.test_plan import FACTS
 
-MPI = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"}
+MPI_HPS = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"}
 PS = {"sagemaker_parameter_server_enabled": "true"}
 MWMS = {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"}
 HOSTS = ("algo-1", "algo-2", "algo-3")
@@ -85,15 +89,14 @@ def _master(plan: LaunchPlan, server: RecordedServer) -> Master:
 
 
 def test_every_kind_has_a_planner_and_the_plan_names_its_kind(tmp_path: Path) -> None:
-    kinds = {name: _plan(tmp_path / name, hps).distribution for name, hps in (("mpi", MPI), ("ps", PS), ("mwms", MWMS))}
-    assert kinds == {"mpi": Distribution.MPI, "ps": Distribution.PARAMETER_SERVER,
-                     "mwms": Distribution.MULTI_WORKER_MIRRORED}
-    assert set(PLANNERS) == set(Distribution)
-    assert _plan(tmp_path / "one", {}, hosts=("algo-1",)).distribution is Distribution.SINGLE
+    kinds = {name: _plan(tmp_path / name, hps).kind for name, hps in (("mpi", MPI_HPS), ("ps", PS), ("mwms", MWMS))}
+    assert kinds == {"mpi": MPI, "ps": PARAMETER_SERVER, "mwms": MULTI_WORKER_MIRRORED}
+    assert KINDS[-1] is SINGLE and len({k.name for k in KINDS}) == len(KINDS)
+    assert _plan(tmp_path / "one", {}, hosts=("algo-1",)).kind is SINGLE
 
 
 def test_mpi_watches_every_rank_where_mpirun_places_it_and_a_fake_clock_names_the_stopped_one(tmp_path: Path) -> None:
-    plan = _plan(tmp_path, MPI)
+    plan = _plan(tmp_path, MPI_HPS)
     assert plan.coordination is not None
     ranks = plan.coordination.ranks
     assert ranks == (("algo-1", 0), ("algo-1", 1), ("algo-2", 2), ("algo-2", 3), ("algo-3", 4), ("algo-3", 5))
@@ -119,7 +122,7 @@ def test_strategy_kinds_watch_their_programs_not_the_parameter_servers(tmp_path:
 
 def test_a_failed_rank_is_left_to_mpirun_but_ends_a_strategy_job_at_once_and_the_workers_are_told(tmp_path: Path) -> None:
     failed = [_rank_exit("algo-2", 1)]
-    mpi = _master(_plan(tmp_path / "mpi", MPI), RecordedServer(failed))
+    mpi = _master(_plan(tmp_path / "mpi", MPI_HPS), RecordedServer(failed))
     assert mpi.why_end() is None and mpi.server.sent == []  # mpirun aborts the job itself
     ps = _master(_plan(tmp_path / "ps", PS), RecordedServer(failed))
     assert ps.why_end() == "a task of the job failed"
@@ -130,7 +133,7 @@ def test_a_failed_rank_is_left_to_mpirun_but_ends_a_strategy_job_at_once_and_the
 
 
 def test_a_lost_host_ends_every_kind_of_job(tmp_path: Path) -> None:
-    for name, hps in (("mpi", MPI), ("ps", PS), ("mwms", MWMS)):
+    for name, hps in (("mpi", MPI_HPS), ("ps", PS), ("mwms", MWMS)):
         master = _master(_plan(tmp_path / name, hps), RecordedServer([], lost=("algo-3",)))
         assert master.why_end() == "lost worker host algo-3", name
         assert [m.type for m in master.server.sent] == [MessageType.ABORT], name
@@ -157,14 +160,14 @@ def _view(plan: LaunchPlan, program: ProcessResult, server: RecordedServer, stal
 
 
 def _ending(plan: LaunchPlan, view: JobView) -> tuple[int, Any, str]:
-    team, program = plan.coordination, str(plan.program.program_path)
-    assert team is not None
-    outcome = decide(view, lambda report: team.name_rank(program, report.rank, report.local_rank, report.host))
+    coordination, program = plan.coordination, str(plan.program.program_path)
+    assert coordination is not None
+    outcome = decide(view, lambda report: coordination.name_rank(program, report.rank, report.local_rank, report.host))
     return outcome.status, outcome.kind, outcome.reason.splitlines()[0] if outcome.reason else ""
 
 
 def test_the_table_of_endings_is_the_same_for_every_kind(tmp_path: Path) -> None:
-    mpi, ps = _plan(tmp_path / "mpi", MPI), _plan(tmp_path / "ps", PS)
+    mpi, ps = _plan(tmp_path / "mpi", MPI_HPS), _plan(tmp_path / "ps", PS)
     program = str(mpi.program.program_path)
     ok = ProcessResult(0, None, None, False, b"")
     mpirun_failed = ProcessResult(1, None, None, False, b"mpirun noticed that process rank 1 ... exited\n")
@@ -174,7 +177,7 @@ def test_the_table_of_endings_is_the_same_for_every_kind(tmp_path: Path) -> None
     crash = ("Traceback (most recent call last):\n  File \"train.py\", line 9\nRuntimeError: boom\n"
              "Fatal Python error: Segmentation fault\n\nCurrent thread 0x01 (most recent call first):\n  <no Python frame>\n")
     for plan in (mpi, ps):
-        name = plan.distribution.value
+        name = plan.kind.name
         # success, also with a traceback the program handled and went on from (an early report only)
         assert _ending(plan, _view(plan, ok, RecordedServer([]))) == (0, None, ""), name
         assert _ending(plan, _view(plan, ok, RecordedServer([_rank_exit("algo-2", 1, final=False)])))[0] == 0, name

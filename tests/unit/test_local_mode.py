@@ -82,8 +82,8 @@ def test_model_trainer_entry_script_and_mpi_become_the_program_and_the_mpi_setti
                           {"process_count_per_node": 2, "mpi_additional_options": ["-x", "NCCL_DEBUG=INFO"]},
                           {"epochs": "3", "lr": "0.1"})
     config = load_config({"SAGEMAKER_BASE_DIR": str(base)})
-    assert config.mpi.enabled and config.mpi.processes_per_host == 2
-    assert config.mpi.custom_options == ("-x", "NCCL_DEBUG=INFO")
+    assert config.model_trainer_mpi is not None and config.model_trainer_mpi.processes_per_host == 2
+    assert config.model_trainer_mpi.custom_options == ("-x", "NCCL_DEBUG=INFO")
     plan = plan_launch(config, FACTS, "/venv/bin/python", token="t" * 32)
     code = base / "input" / "data" / "code"
     assert plan.argv[0] == "mpirun" and plan.argv[plan.argv.index("-np") + 1] == "4"
@@ -121,6 +121,6 @@ def test_model_trainer_with_a_strategy_hyperparameter_runs_multi_worker_mirrored
     base = _model_trainer(tmp_path, {"source_dir": "/src", "entry_script": "train.py"}, {},
                           {"sagemaker_multi_worker_mirrored_strategy_enabled": "true", "epochs": "2"})
     plan = plan_launch(load_config({"SAGEMAKER_BASE_DIR": str(base)}), FACTS, "/venv/bin/python")
-    assert plan.distribution.value == "multi-worker-mirrored" and plan.coordination is not None
+    assert plan.kind.name == "multi-worker-mirrored" and plan.coordination is not None
     assert json.loads(plan.env_set["TF_CONFIG"])["cluster"]["worker"] == ["algo-1:8890", "algo-2:8890"]
     assert plan.argv[-2:] == ("--epochs", "2")  # the strategy's flag is no argument

@@ -9,6 +9,7 @@ import pytest
 from smtrain.config.load import load_config
 from smtrain.config.model import CodeFacts, HostFacts, NetworkFacts
 from smtrain.errors import ConfigError
+from smtrain.plan.coordination import RankStarter
 from smtrain.plan.launch import Role, dumps, plan_launch
 from smtrain.wire.pipe_assignment import PipeMode
 from smtrain.wire.contract import RANK_CONTRACT_ENV, RankContract
@@ -65,17 +66,17 @@ def test_ranks_are_bound_to_the_cpus_this_host_lets_the_program_use(tmp_path: Pa
 def test_worker_starts_sshd_as_planned_and_runs_no_program_itself(tmp_path: Path) -> None:
     plan = _plan(tmp_path, "algo-2", SMTRAIN_SSHD_CONFIG="/etc/smtrain/sshd_config")
     assert plan.role is Role.WORKER and plan.argv == ()
-    team = plan.coordination
-    assert team is not None and not team.workers_run_programs
+    coordination = plan.coordination
+    assert coordination is not None and coordination.starter is RankStarter.MPIRUN  # the master's mpirun starts this host's ranks
     # the container's own host key; the one key it accepts is the job's, which the master gives it
-    assert team.sshd_argv == ("/usr/sbin/sshd", "-D", "-e", "-f", "/etc/smtrain/sshd_config", "-p", "2222",
+    assert coordination.sshd_argv == ("/usr/sbin/sshd", "-D", "-e", "-f", "/etc/smtrain/sshd_config", "-p", "2222",
                               "-h", "/run/smtrain/ssh/host_ed25519_key",
                               "-o", "AuthorizedKeysFile=/run/smtrain/ssh/authorized_keys")
-    assert team.sshd_port == 2222 and team.ssh_dir == "/run/smtrain/ssh"
-    assert team.master == "algo-1" and team.control_port == 7100
+    assert coordination.sshd_port == 2222 and coordination.ssh_dir == "/run/smtrain/ssh"
+    assert coordination.master == "algo-1" and coordination.control_port == 7100
     assert len(plan.demux) == 1  # this host's ranks read the channel through its own demultiplexer
     shown = json.loads(dumps(plan))
-    assert shown["role"] == "worker" and shown["coordination"]["sshd"] == list(team.sshd_argv)
+    assert shown["role"] == "worker" and shown["coordination"]["sshd"] == list(coordination.sshd_argv)
 
 
 @pytest.mark.parametrize("current,first_rank", [("algo-1", "0"), ("algo-2", "2")])
@@ -149,13 +150,13 @@ def test_parameter_server_job_roles_tasks_and_the_ps_beside_each_program(tmp_pat
     worker = _strategy_plan(tmp_path / "w", ps, "algo-3")
     assert (master.role, worker.role) == (Role.MASTER, Role.WORKER)
     for plan in (master, worker):
-        team = plan.coordination
-        assert team is not None and team.contract is not None and team.contract.token == ""
+        coordination = plan.coordination
+        assert coordination is not None and coordination.contract is not None and coordination.contract.token == ""
         assert plan.argv[:4] == ("/venv/bin/python", "-m", "smtrain.rank", "--")  # under the rank launcher
-        (ps_here,) = team.companions
+        (ps_here,) = coordination.companions
         assert ps_here.argv[:4] == plan.argv[:4] and ps_here.argv[-2:] == ("-m", "smtrain.run.tfserver")
         assert RANK_CONTRACT_ENV not in plan.env_set  # the token comes with the job's start, not the plan
-        assert team.ranks == (("algo-1", 0), ("algo-2", 1), ("algo-3", 2))  # the programs, not the servers
+        assert coordination.ranks == (("algo-1", 0), ("algo-2", 1), ("algo-3", 2))  # the programs, not the servers
     program = str(master.program.program_path)
     assert master.coordination.rank_names == {
         0: f"{program} (TF_CONFIG task master 0 on host algo-1)", 1: f"{program} (TF_CONFIG task worker 0 on host algo-2)",

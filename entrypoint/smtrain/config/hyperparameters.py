@@ -10,7 +10,7 @@ import json
 from typing import Any, Mapping, Optional
 
 __all__ = ["SAGEMAKER_PREFIX", "TOOLKIT_NAMES", "TUNING_MARKER", "decode", "framework_parameters", "is_toolkit_name",
-    "to_cmd_args", "user_hyperparameters", "with_tuning_model_dir"]
+    "to_cmd_args", "truthy", "user_hyperparameters", "with_tuning_model_dir"]
 
 SAGEMAKER_PREFIX = "sagemaker_"
 # Names sagemaker-training treats as its own although some lack the prefix; they are neither user
@@ -28,6 +28,13 @@ TOOLKIT_NAMES = frozenset(
         "sagemaker_s3_output",
     }
 )
+
+
+def truthy(value: Any) -> bool:
+    """A flag as the SDK writes it: JSON true/false, or the strings 'true'/'false' in any case."""
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
 
 
 def decode(raw: Mapping[str, Any]) -> dict[str, Any]:

@@ -28,12 +28,11 @@ from .defaults import (
     HEARTBEAT_TIMEOUT_S,
     default_peer_wait_s,
 )
-from .distribution import strategy_of, truthy
 from .modeltrainer import read_model_trainer
 from .profiling import profiling_of
 from .setting_values import whole_number
 from .model import (
-    Channel, InputMode, InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, SshdSettings, Strategy, TrainingConfig,
+    Channel, InputMode, InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, SshdSettings, TrainingConfig,
 )
 
 __all__ = ["load_config"]
@@ -215,39 +214,10 @@ def _mpi(decoded: Mapping[str, Any], where: str) -> MpiSettings:
     except ValueError as e:
         raise ConfigError(f"{where}: hyperparameter 'sagemaker_mpi_custom_mpi_options' {options!r}: {e}") from None
     return MpiSettings(
-        enabled=truthy(decoded.get("sagemaker_mpi_enabled", False)),
         processes_per_host=_positive_int(decoded, "sagemaker_mpi_num_of_processes_per_host", where),
         num_processes=_positive_int(decoded, "sagemaker_mpi_num_processes", where),
         custom_options=split,
     )
-
-
-# Distribution flags the SDK writes that this image cannot serve: (what it asks for, hosts from which
-# it fails). Running the program anyway would train independent copies, and the user pays for each.
-UNSERVED_DISTRIBUTIONS = {
-    "sagemaker_distributed_dataparallel_enabled": "SageMaker's data-parallel library (smdistributed)",
-    "sagemaker_pytorch_ddp_enabled": "PyTorch DDP",
-    "sagemaker_torch_distributed_enabled": "PyTorch's torch.distributed launcher",
-    "sagemaker_pytorch_xla_multi_worker_enabled": "PyTorch/XLA",
-    "mp_parameters": "SageMaker's model-parallel library (smdistributed modelparallel)",
-}
-MODEL_PARALLEL = "mp_parameters"  # the SDK's hyperparameter for it holds the library's settings
-SERVED_DISTRIBUTIONS = ("sagemaker_mpi_enabled", *(s.hyperparameter for s in Strategy))
-
-
-def _check_distribution(decoded: Mapping[str, Any], where: str) -> None:
-    for name, what in UNSERVED_DISTRIBUTIONS.items():
-        if truthy(decoded.get(name, False)) or (name == MODEL_PARALLEL and name in decoded):
-            raise ConfigError(
-                f"{where}: hyperparameter '{name}' asks for {what}, which this image does not serve; it serves "
-                "Horovod and MPI jobs (distribution={'mpi': {'enabled': True}}, i.e. sagemaker_mpi_enabled), "
-                f"TensorFlow's {' and '.join(f'{s.title} ({s.hyperparameter})' for s in Strategy)} "
-                "and single-host programs"
-            )
-    chosen = [name for name in SERVED_DISTRIBUTIONS if truthy(decoded.get(name, False))]
-    if len(chosen) > 1:
-        raise ConfigError(f"{where}: hyperparameters {' and '.join(repr(c) for c in chosen)} each turn on a "
-                          "distribution; a job runs one (set only one of them)")
 
 
 def _check_distribution_groups(decoded: Mapping[str, Any], resources: Resources, where: str) -> None:
@@ -360,13 +330,11 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
 
     decoded = hps.with_tuning_model_dir(hps.decode(raw_hps), environ.get("TRAINING_JOB_NAME"))
     resources = _resources(resource_config, rc_path, environ)
-    _check_distribution(decoded, str(hp_path))
     _check_distribution_groups(decoded, resources, str(hp_path))
     program, mpi = _program(decoded, environ, paths), _mpi(decoded, str(hp_path))
+    trainer_mpi = None
     if program is None and (trainer := read_model_trainer(paths.input_data_dir, paths.code_dir)) is not None:
-        program = trainer.program  # SDK v3's ModelTrainer: its SourceCode and distributed=MPI(...)
-        if trainer.mpi is not None and not mpi.enabled:
-            mpi = trainer.mpi
+        program, trainer_mpi = trainer.program, trainer.mpi  # SDK v3's ModelTrainer: SourceCode, distributed=MPI(...)
     checkpoint_dir = (
         _field(checkpoint_config, "LocalPath", str, str(paths.config_file("checkpointconfig.json")), required=False)
         or environ.get("SM_CHECKPOINT_DIR")
@@ -381,7 +349,7 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
         input_data_config=input_data_config,
         program=program,
         mpi=mpi,
-        strategy=strategy_of(decoded),
+        model_trainer_mpi=trainer_mpi,
         checkpoint_dir=Path(checkpoint_dir),
         tensorboard_dir=_optional_path(tensorboard_config, "LocalPath", str(tensorboard_path)),
         grace_period_s=_duration(decoded, environ, "sagemaker_grace_period_seconds", "SM_GRACE_PERIOD_SECONDS",

@@ -12,7 +12,7 @@ from .profiling import Profiling
 
 __all__ = [
     "Channel", "CodeFacts", "HostFacts", "InputMode", "InstanceGroup", "MpiSettings", "NetworkFacts", "Paths",
-    "ProgramSpec", "Resources", "SshdSettings", "Strategy", "TrainingConfig",
+    "ProgramSpec", "Resources", "SshdSettings", "TrainingConfig",
 ]
 
 
@@ -21,23 +21,6 @@ class InputMode(enum.Enum):
     FILE = "File"
     PIPE = "Pipe"
     FASTFILE = "FastFile"
-
-
-class Strategy(enum.Enum):
-    """A TensorFlow distribution strategy whose processes the toolkit starts on every host, as
-    SageMaker's TensorFlow container does (the SDK's `distribution=` names)."""
-
-    MULTI_WORKER_MIRRORED = "multi_worker_mirrored_strategy"
-    PARAMETER_SERVER = "parameter_server"
-
-    @property
-    def hyperparameter(self) -> str:
-        return f"sagemaker_{self.value}_enabled"
-
-    @property
-    def title(self) -> str:
-        """How the README and error messages name it."""
-        return "MultiWorkerMirroredStrategy" if self is Strategy.MULTI_WORKER_MIRRORED else "parameter servers"
 
 
 class Paths(NamedTuple):
@@ -116,8 +99,8 @@ class Resources(NamedTuple):
 
 
 class MpiSettings(NamedTuple):
-    """What the SDK's `distribution={"mpi": ...}` (or ModelTrainer's MPI) asks for."""
-    enabled: bool
+    """MPI's settings, as the SDK's `distribution={"mpi": ...}` (its `sagemaker_mpi_*` hyperparameters) or
+    ModelTrainer's `MPI(...)` give them; whether MPI runs is its kind's business (plan.kinds.mpi)."""
     processes_per_host: Optional[int]  # None: one per GPU, else 1
     num_processes: Optional[int]
     custom_options: tuple[str, ...]
@@ -140,8 +123,8 @@ class TrainingConfig(NamedTuple):
     resource_config: Mapping[str, Any]  # the file's content, for SM_RESOURCE_CONFIG
     input_data_config: Mapping[str, Any]  # the file's content, for SM_INPUT_DATA_CONFIG
     program: Optional[ProgramSpec]
-    mpi: MpiSettings
-    strategy: Optional[Strategy]  # a TensorFlow strategy's processes on the distribution hosts
+    mpi: MpiSettings  # the `sagemaker_mpi_*` hyperparameters' settings
+    model_trainer_mpi: Optional[MpiSettings]  # SDK v3 ModelTrainer's distributed=MPI(...), which asks for MPI
     checkpoint_dir: Path
     tensorboard_dir: Optional[Path]  # tensorboardoutputconfig.json LocalPath (SageMaker uploads it to S3)
     sshd: "SshdSettings"  # what a worker host starts for mpirun to reach it

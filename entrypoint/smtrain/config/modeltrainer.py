@@ -77,7 +77,7 @@ def _mpi(distributed: dict[str, Any], where: Path) -> Optional[MpiSettings]:
     options = distributed.get("mpi_additional_options") or []
     if not isinstance(options, list) or not all(isinstance(o, str) for o in options):
         raise ConfigError(f"{where}: mpi_additional_options must be a list of strings, got {json.dumps(options)[:80]}")
-    return MpiSettings(enabled=True, processes_per_host=count, num_processes=None, custom_options=tuple(options))
+    return MpiSettings(processes_per_host=count, num_processes=None, custom_options=tuple(options))
 
 
 def read_model_trainer(data_dir: Path, default_code_dir: Path) -> Optional[ModelTrainerJob]:

@@ -1,20 +1,37 @@
 """How this host takes part in a job across processes or hosts, as a distribution kind's planner
 (plan.kinds) decides it and `run` carries it out without knowing the kind: the control channel, the
-peers to wait for, the processes to start, how signals reach the ranks, when the job has ended and
-how its failures name what failed. Also the planners' inputs and outputs (`KindInputs`, `KindPlan`)."""
+peers to wait for, who starts the ranks (and so how signals reach them and whether a task's failure
+ends the job), the processes to start, when the job has ended and how its failures name what failed."""
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, Mapping, NamedTuple, Optional
+from typing import Any, Mapping, NamedTuple, Optional
 
-from ..config.model import HostFacts, InputMode, TrainingConfig
 from ..wire.contract import RankContract
-from ..wire.pipe_assignment import PipeAssignment
-from .fifo_plan import PipeChannel, assign_pipes
-from .program import ProgramLaunch
-from .shape import JobShape
 
-__all__ = ["Companion", "Coordination", "JobEnd", "KindInputs", "KindPlan", "RankSignals"]
+__all__ = ["Companion", "Coordination", "JobEnd", "RankSignals", "RankStarter"]
+
+
+class RankStarter(enum.Enum):
+    """Who starts the job's ranks; the rest of how the hosts work together follows from it."""
+
+    MPIRUN = "mpirun"  # the master's mpirun starts every rank, on the workers through their sshd
+    EVERY_HOST = "every-host"  # each host starts its own program (a TF strategy's task) when the job starts
+
+    @property
+    def signals(self) -> "RankSignals":
+        """How a signal reaches the ranks on this host."""
+        return RankSignals.RANK_LAUNCHERS if self is RankStarter.MPIRUN else RankSignals.PROGRAM_TREE
+
+    @property
+    def ends_on_task_failure(self) -> bool:
+        """A task's failure ends the job at once (under mpirun, the rank's launcher ends it)."""
+        return self is RankStarter.EVERY_HOST
+
+    @property
+    def workers_run_programs(self) -> bool:
+        """Each worker runs a program of its own and tells its status (`done`)."""
+        return self is RankStarter.EVERY_HOST
 
 
 class RankSignals(enum.Enum):
@@ -67,16 +84,15 @@ class Coordination(NamedTuple):
     rank_names: Mapping[int, str]  # how a failure names a rank's process; others: by rank, local rank, host
     program_name: str  # how a failure names the master's own program
     start_line: str  # what the master logs when it starts its program
-    signals: RankSignals
+    starter: RankStarter  # who starts the ranks: mpirun from the master, or each host its own program
     end: JobEnd
-    ends_on_task_failure: bool  # a task's failure ends the job at once (False: the launcher does it, mpirun)
-    workers_run_programs: bool  # each worker runs a program of its own and tells its status (`done`)
 
     def name_rank(self, program: str, rank: int, local_rank: int, host: str) -> str:
         """How the job's failure names the process of a rank's report."""
         return self.rank_names.get(rank) or f"{program} (rank {rank}, local rank {local_rank}, on host {host})"
 
     def to_json(self) -> dict[str, Any]:
+        """As `train --dry-run` shows it."""
         return {
             "master": self.master,
             "workers": list(self.workers),
@@ -89,49 +105,9 @@ class Coordination(NamedTuple):
             "companions": [c.to_json() for c in self.companions],
             "ranks": [f"{rank}@{host}" for host, rank in self.ranks],
             "rank_names": {str(rank): name for rank, name in sorted(self.rank_names.items())},
-            "signals": self.signals.value,
+            "starter": self.starter.value,
+            "signals": self.starter.signals.value,
             "end": self.end.value,
-            "ends_on_task_failure": self.ends_on_task_failure,
-            "workers_run_programs": self.workers_run_programs,
+            "ends_on_task_failure": self.starter.ends_on_task_failure,
+            "workers_run_programs": self.starter.workers_run_programs,
         }
-
-
-class KindPlan(NamedTuple):
-    """What a distribution kind's planner decides: how this host's part starts and which FIFOs its ranks read."""
-
-    argv: tuple[str, ...]  # this host's program (mpirun on an MPI master); empty: none of its own
-    env_set: dict[str, str]
-    pipes: tuple[PipeAssignment, ...]
-    ranks_per_host: int
-    first_rank: int  # this host's first rank (mpirun's by-slot order)
-    coordination: Optional[Coordination] = None  # None: a program on its own
-
-
-class KindInputs(NamedTuple):
-    """What a distribution kind's planner gets to decide this host's part."""
-
-    config: TrainingConfig
-    facts: HostFacts
-    python: str
-    token: str
-    shape: JobShape
-    launch: ProgramLaunch
-    base_env: Callable[[tuple[PipeAssignment, ...]], dict[str, str]]  # the program's variables, given its FIFOs
-    emulated: tuple[str, ...]  # File channels read as Pipe channels (plan.localmode)
-
-    def pipes(self, ranks_per_host: int = 1, mpi: bool = False, world_size: int = 0) -> tuple[PipeAssignment, ...]:
-        """Every Pipe channel's FIFOs, and those of the File channels read as Pipe channels."""
-        channels = [PipeChannel(c.name, c.record_format, c.shuffle_seed is not None)
-                    for c in self.config.channels if c.mode is InputMode.PIPE or c.name in self.emulated]
-        return assign_pipes(channels, self.config.paths.input_data_dir, ranks_per_host, mpi, world_size)
-
-    def coordination(self, **decided: Any) -> Coordination:
-        """A Coordination with what every kind takes from the config and the shape, plus `decided`."""
-        config, shape = self.config, self.shape
-        common: dict[str, Any] = dict(
-            master=shape.master, workers=shape.workers,
-            control_bind="0.0.0.0" if len(shape.hosts) > 1 else "127.0.0.1", control_port=config.control_port,
-            peer_wait_s=config.peer_wait_s, heartbeat_timeout_s=config.heartbeat_timeout_s,
-            sshd_argv=(), sshd_port=0, ssh_dir="", contract=None, program_rank=0, companions=(), rank_names={},
-        )
-        return Coordination(**{**common, **decided})

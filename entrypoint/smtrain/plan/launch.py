@@ -14,21 +14,24 @@ from ..config.secrets import Redactor
 from ..wire.contract import without_internals
 from ..wire.pipe_assignment import PipeAssignment, PipeMode, demux_folder, pipe_env
 from ..wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
-from .coordination import Coordination, KindInputs
-from .kinds import PLANNERS
+from .coordination import Coordination
+from .kind import Kind, KindInputs
+from .kinds import choose
 from .localmode import checkpoint_carry, emulated_channels, feeder_command
 from .program import plan_program
 from .restart_policy import RestartPolicy, restart_policy
-from .shape import Distribution, JobShape, Role, job_shape
+from .shape import JobShape, Role
 from .smenv import process_env_vars, sm_env_vars
-from .tfconfig import container_env, tf_config_env
+from .tfconfig import container_env
 
-__all__ = ["Coordination", "Distribution", "JobShape", "LaunchPlan", "Role", "dumps", "horovod_timeline", "plan_launch", "profiler_env", "profiler_folder", "report_command"]
+__all__ = ["Coordination", "JobShape", "LaunchPlan", "Role", "dumps", "plan_launch", "profiler_env", "profiler_folder",
+           "report_command"]
 
 
 class LaunchPlan(NamedTuple):
     """Everything this host does for the job, decided before anything starts (`train --dry-run` prints it)."""
-    shape: JobShape  # the job's distribution kind, its hosts and master, this host's role (plan.shape)
+    kind: Kind  # the distribution kind this host runs (plan.kinds)
+    shape: JobShape  # the job's hosts and master, this host's role (plan.shape)
     host: str
     program: ProgramLaunch
     argv: tuple[str, ...]
@@ -56,11 +59,8 @@ class LaunchPlan(NamedTuple):
     notes: tuple[str, ...] = ()  # what the log says once at the start about how the job will run
 
     @property
-    def distribution(self) -> Distribution:
-        return self.shape.distribution
-
-    @property
     def role(self) -> Role:
+        """This host's part in the job (the shape's)."""
         return self.shape.role
 
     def child_env(self, inherited: Mapping[str, str]) -> dict[str, str]:
@@ -72,10 +72,10 @@ class LaunchPlan(NamedTuple):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "distribution": self.distribution.value,
+            "distribution": self.kind.name,
             "role": self.role.value,
             "host": self.host,
-            "shape": self.shape.to_json(),
+            "shape": {"distribution": self.kind.name, **self.shape.to_json()},
             "argv": list(self.argv),
             "cwd": str(self.cwd),
             "fetch_code_from": self.program.fetch_from,
@@ -139,20 +139,6 @@ def profiler_env(config: TrainingConfig) -> dict[str, str]:
     return {FRAMEWORK_PROFILER_ENV: settings.to_json()}
 
 
-def horovod_timeline(config: TrainingConfig, program_dir: Path) -> Optional[Path]:
-    """HOROVOD_TIMELINE as the ranks get it (`-x NAME=VALUE` in the custom MPI options, else the
-    environment), relative paths from the ranks' working folder."""
-    value = config.environ.get("HOROVOD_TIMELINE")
-    options = list(config.mpi.custom_options)
-    for i, option in enumerate(options):
-        given = options[i + 1] if option == "-x" and i + 1 < len(options) else ""
-        if given.startswith("HOROVOD_TIMELINE="):
-            value = given.partition("=")[2]
-    if not value or value.upper() == "DYNAMIC":
-        return None
-    return program_dir / value
-
-
 def profiler_folder(config: TrainingConfig) -> Optional[Path]:
     """This host's profiler folder, when the system monitor or step metrics are on."""
     if config.monitor_interval_ms is None and not config.profiling.steps:
@@ -160,13 +146,13 @@ def profiler_folder(config: TrainingConfig) -> Optional[Path]:
     return config.paths.output_dir / "profiler"
 
 
-def report_command(config: TrainingConfig, python: str, program_dir: Path) -> tuple[str, ...]:
+def report_command(config: TrainingConfig, python: str, timeline: Optional[Path]) -> tuple[str, ...]:
     """`train report` over this host's profiler folder into output/data (SageMaker packs it into
-    output.tar.gz). `run` adds `--since` (the job's start) when it runs it."""
+    output.tar.gz), with Horovod's timeline where the ranks write one. `run` adds `--since` (the job's
+    start) when it runs it."""
     folder = profiler_folder(config)
     if folder is None:
         return ()
-    timeline = horovod_timeline(config, program_dir) if config.mpi.enabled else None
     return (python, "-m", "smtrain.profiler.job_report", str(folder),
             "--out", str(config.paths.output_data_dir / "profiler-report"), "--job",
             *(("--horovod-timeline", str(timeline)) if timeline else ()))
@@ -174,7 +160,7 @@ def report_command(config: TrainingConfig, python: str, program_dir: Path) -> tu
 
 def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: str = "") -> LaunchPlan:
     """What this host does. `token` authenticates rank reports on the control channel."""
-    shape = job_shape(config)
+    asked, kind, shape = choose(config)
     launch = plan_program(config.program, config.paths.code_dir, to_cmd_args(config.user_hyperparameters), python,
                           facts.code.submit_is_file)
     pythonpath = str(launch.program_dir)
@@ -186,7 +172,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         return {
             **process_env,
             **container_env(process_env["SAGEMAKER_REGION"], config.environ),
-            **tf_config_env(config, shape),
+            **(asked.environment(config, shape.hosts) if asked is not None else {}),
             **sm_env_vars(config, facts, shape),
             "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
             **profiler_env(config),
@@ -196,18 +182,20 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         }
 
     emulated = emulated_channels(config)
-    kind = PLANNERS[shape.distribution](KindInputs(config, facts, python, token, shape, launch, base_env, emulated))
-    resume = DemuxResume(config.checkpoint_dir, kind.first_rank,
+    part = kind.plan(KindInputs(config, facts, python, token, shape, launch, base_env, emulated))
+    resume = DemuxResume(config.checkpoint_dir, part.first_rank,
                          frozenset(c.name for c in config.channels if c.shuffle_seed is not None))
     requirements = launch.program_dir / "requirements.txt"
     carry = checkpoint_carry(config)
+    timeline = asked.horovod_timeline(config, launch.program_dir) if asked is not None else None
     return LaunchPlan(
+        kind=kind,
         shape=shape,
         host=config.resources.current_host,
         program=launch,
-        argv=kind.argv,
+        argv=part.argv,
         cwd=launch.program_dir,
-        env_set=kind.env_set,
+        env_set=part.env_set,
         requirements=requirements if launch.fetch_from or facts.code.has_requirements else None,
         folders=(config.paths.model_dir, config.paths.output_data_dir, config.checkpoint_dir,
                  *([config.tensorboard_dir] if config.tensorboard_dir else [])),
@@ -217,13 +205,13 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         stall_timeout_s=config.stall_timeout_s,
         failure_file=config.paths.failure_file,
         success_file=config.paths.success_file,
-        coordination=kind.coordination,
-        restarts=restart_policy(config.max_restarts, kind.coordination,
-                                tuple(c.name for c in config.channels if c.mode is InputMode.PIPE), kind.pipes),
-        pipes=kind.pipes,
-        demux=demux_commands(kind.pipes, config.paths.input_data_dir, kind.ranks_per_host, python, resume),
+        coordination=part.coordination,
+        restarts=restart_policy(config.max_restarts, part.coordination,
+                                tuple(c.name for c in config.channels if c.mode is InputMode.PIPE), part.pipes),
+        pipes=part.pipes,
+        demux=demux_commands(part.pipes, config.paths.input_data_dir, part.ranks_per_host, python, resume),
         monitor=monitor_command(config, python),
-        report=report_command(config, python, launch.program_dir) if shape.role in (Role.SINGLE, Role.MASTER) else (),
+        report=report_command(config, python, timeline) if shape.role in (Role.SINGLE, Role.MASTER) else (),
         profiler_dir=profiler_folder(config),
         emulated=emulated,
         feeder=feeder_command(config, emulated, python),

@@ -1,6 +1,6 @@
-"""The job's shape, decided once for every host: which distribution kind runs, which hosts take part in
-it, its master, and this host's part - by sagemaker-training 5.1.4's rules, heterogeneous clusters
-included.
+"""The job's shape, decided once for every host: which hosts take part in the distribution, its
+master, and this host's part - by sagemaker-training 5.1.4's rules, heterogeneous clusters included.
+Which kind runs is the kinds' table's business (plan.kinds.choose).
 
 The distribution's instance groups are `sagemaker_distribution_instance_groups` (the SDK writes it from
 `distribution={..., "instance_groups": [...]}`), else the current group when a distribution is on; its
@@ -11,38 +11,17 @@ Process runner), also in an MPI job; MPI and the TF strategies span the distribu
 from __future__ import annotations
 
 import enum
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Any, Mapping, NamedTuple, Optional, Protocol, Sequence
 
-from ..config.model import InstanceGroup, Strategy, TrainingConfig
+from ..config.model import InstanceGroup, TrainingConfig
 
-__all__ = ["DISTRIBUTION_FLAGS", "Distribution", "JobShape", "Role", "distribution_groups", "distribution_hosts",
-           "job_shape"]
-
-# sagemaker-training puts the current instance group in the distribution when one of these is on:
-# MPI's, each TF strategy's (config.model.Strategy) and those of the libraries this image does not serve.
-DISTRIBUTION_FLAGS = (
-    "sagemaker_mpi_enabled",
-    *(strategy.hyperparameter for strategy in Strategy),
-    "sagemaker_distributed_dataparallel_enabled",
-    "sagemaker_pytorch_ddp_enabled",
-    "sagemaker_pytorch_xla_multi_worker_enabled",
-    "sagemaker_torch_distributed_enabled",
-)
-
-
-class Distribution(enum.Enum):
-    """How the job's processes work together."""
-
-    SINGLE = "single"  # this host runs its program on its own: one host, or outside the distribution's hosts
-    MPI = "mpi"  # mpirun starts every rank (Horovod), on one host or several
-    MULTI_WORKER_MIRRORED = "multi-worker-mirrored"  # a TF strategy across two or more hosts
-    PARAMETER_SERVER = "parameter-server"  # TF parameter servers on two or more hosts
+__all__ = ["JobShape", "Role", "RunsOn", "distribution_groups", "distribution_hosts", "job_shape"]
 
 
 class Role(enum.Enum):
     """This host's part in the job."""
 
-    SINGLE = "single"  # one host, or a host running its own copy (outside the distribution)
+    SINGLE = "single"  # its program on its own: one host, or a host outside the distribution's hosts
     MASTER = "master"  # runs mpirun for the whole job, or watches a TF strategy job and runs its part
     WORKER = "worker"  # serves the master's ranks (MPI) or runs its part of a TF strategy job; follows the job
 
@@ -50,7 +29,6 @@ class Role(enum.Enum):
 class JobShape(NamedTuple):
     """What every host of the job decides alike (only `role` differs between them)."""
 
-    distribution: Distribution  # the kind that runs on this host
     role: Role  # this host's part
     groups: tuple[str, ...]  # the distribution's instance groups (sagemaker-training's distribution_instance_groups)
     hosts: tuple[str, ...]  # the hosts that take part, master first (sagemaker-training's distribution_hosts)
@@ -62,16 +40,24 @@ class JobShape(NamedTuple):
         return self.hosts[1:] if self.role is not Role.SINGLE else ()
 
     def to_json(self) -> dict[str, Any]:
-        return {"distribution": self.distribution.value, "role": self.role.value, "instance_groups": list(self.groups),
-                "hosts": list(self.hosts), "master": self.master}
+        """As `train --dry-run` shows it."""
+        return {"role": self.role.value, "instance_groups": list(self.groups), "hosts": list(self.hosts),
+                "master": self.master}
 
 
-def distribution_groups(framework: Mapping[str, Any], current_group: str, mpi: bool = False) -> list[Any]:
+class RunsOn(Protocol):
+    """A kind's rule for where it runs (plan.kind.Kind.runs_on)."""
+
+    def runs_on(self, config: TrainingConfig, groups: tuple[str, ...], hosts: tuple[str, ...]) -> bool: ...
+
+
+def distribution_groups(framework: Mapping[str, Any], current_group: str, flags: Sequence[str],
+                        asked: bool = False) -> list[Any]:
     """`sagemaker_distribution_instance_groups`, else the current group when a distribution is on (one of
-    DISTRIBUTION_FLAGS, or `mpi`: SDK v3's ModelTrainer asks for MPI in its own files, not by a flag)."""
+    `flags`, or `asked`: SDK v3's ModelTrainer asks for MPI in its own files, not by a flag)."""
     if "sagemaker_distribution_instance_groups" in framework:
         return list(framework["sagemaker_distribution_instance_groups"])
-    return [current_group] if mpi or any(framework.get(flag, False) for flag in DISTRIBUTION_FLAGS) else []
+    return [current_group] if asked or any(framework.get(flag, False) for flag in flags) else []
 
 
 def distribution_hosts(instance_groups: Sequence[InstanceGroup], groups: Sequence[Any],
@@ -82,21 +68,16 @@ def distribution_hosts(instance_groups: Sequence[InstanceGroup], groups: Sequenc
     return list(hosts)
 
 
-def job_shape(config: TrainingConfig) -> JobShape:
-    """The job's shape from the config's facts (sagemaker-training's Environment and trainer.train)."""
+def job_shape(config: TrainingConfig, asked: Optional[RunsOn], flags: Sequence[str]) -> JobShape:
+    """The job's shape from the config's facts (sagemaker-training's Environment and trainer.train):
+    `asked` is the kind the job asks for, `flags` every hyperparameter that turns a distribution on."""
     resources = config.resources
-    groups = distribution_groups(config.framework_parameters, resources.current_group_name, config.mpi.enabled)
-    hosts = distribution_hosts(resources.instance_groups, groups, resources.hosts)
-    here = resources.current_host
+    groups = tuple(str(g) for g in distribution_groups(config.framework_parameters, resources.current_group_name,
+                                                       flags, asked is not None))
+    hosts = tuple(distribution_hosts(resources.instance_groups, groups, resources.hosts))
     master = hosts[0] if hosts else resources.hosts[0]
-    if config.mpi.enabled and resources.current_group_name in groups and hosts:
-        distribution = Distribution.MPI
-    elif config.strategy is not None and len(hosts) >= 2 and here in hosts:
-        distribution = Distribution[config.strategy.name]  # each TF strategy runs as the kind of its name
-    else:
-        distribution = Distribution.SINGLE
-    if distribution is Distribution.SINGLE:
+    if asked is None or not asked.runs_on(config, groups, hosts):
         role = Role.SINGLE
     else:
-        role = Role.MASTER if here == master else Role.WORKER
-    return JobShape(distribution, role, tuple(str(g) for g in groups), tuple(hosts), master)
+        role = Role.MASTER if resources.current_host == master else Role.WORKER
+    return JobShape(role, groups, hosts, master)

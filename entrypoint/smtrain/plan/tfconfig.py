@@ -1,23 +1,15 @@
-"""TF_CONFIG and the processes of a TensorFlow strategy job, as SageMaker's TensorFlow container
-(sagemaker-tensorflow-training 20.5.0) builds them (pure; the conformance tests compare).
-
-MultiWorkerMirroredStrategy: every distribution host (one host too) runs the program as `worker` i,
-the cluster's workers on port 8890. Other strategies' TF_CONFIG is their planner's (plan.kinds).
+"""What TensorFlow strategy jobs share, as SageMaker's TensorFlow container (sagemaker-tensorflow-training
+20.5.0) builds it (pure; the conformance tests compare): TF_CONFIG's addresses, and what the container
+adds to every program's environment. Each strategy's TF_CONFIG is its kind's (plan.kinds).
 
 Each process of the job is a `Task` with a number (its rank on the control channel: failure
 reports and progress name it).
 """
 from __future__ import annotations
 
-import json
-from typing import Any, Mapping, NamedTuple, Sequence
+from typing import Mapping, NamedTuple, Sequence
 
-from ..config.model import Strategy, TrainingConfig
-from .shape import JobShape
-
-__all__ = ["MWMS_PORT", "Task", "addresses", "container_env", "tf_config_env", "tf_config_for_mwms"]
-
-MWMS_PORT = 8890
+__all__ = ["Task", "addresses", "container_env"]
 
 
 class Task(NamedTuple):
@@ -34,21 +26,6 @@ class Task(NamedTuple):
 def addresses(hosts: Sequence[str], port: int) -> list[str]:
     """TF_CONFIG's `host:port` for each host."""
     return [f"{host}:{port}" for host in hosts]
-
-
-def tf_config_for_mwms(hosts: Sequence[str], current_host: str) -> dict[str, Any]:
-    """The container's `_build_tf_config_for_mwms`."""
-    return {"cluster": {"worker": addresses(hosts, MWMS_PORT)}, "environment": "cloud",
-            "task": {"index": list(hosts).index(current_host), "type": "worker"}}
-
-
-def tf_config_env(config: TrainingConfig, shape: JobShape) -> dict[str, str]:
-    """TF_CONFIG where the container sets it for MultiWorkerMirroredStrategy: on every distribution
-    host, one host too (serialised with json.dumps' default separators, as the container does)."""
-    here = config.resources.current_host
-    if config.strategy is Strategy.MULTI_WORKER_MIRRORED and here in shape.hosts:
-        return {"TF_CONFIG": json.dumps(tf_config_for_mwms(shape.hosts, here))}
-    return {}
 
 
 def container_env(region: str, environ: Mapping[str, str]) -> dict[str, str]:

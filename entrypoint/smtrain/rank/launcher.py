@@ -20,7 +20,7 @@ from ..common import console
 from ..common.signals import SHUTDOWN_SIGNALS, SignalWaker
 from ..config.defaults import DEFAULT_BASE_DIR, DEFAULT_GRACE_PERIOD_S, STALL_EXIT_HOLD_S
 from ..config.secrets import Redactor
-from ..proc.progressfile import ProgressFile
+from ..proc.rank_progress import ProgressFile
 from ..proc.supervise import supervise
 from ..wire.contract import RankContract, without_internals
 from ..wire.pipe_assignment import PipeMode, pipe_env, rank_ended_marker

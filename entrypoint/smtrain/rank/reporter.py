@@ -8,7 +8,7 @@ import time
 from typing import Mapping, Optional
 
 from ..common import console
-from ..proc.progressfile import ProgressFile, dump_stacks
+from ..proc.rank_progress import ProgressFile, dump_stacks
 from ..wire.contract import RankContract
 from ..wire.control_protocol import ControlClient, MessageType
 from ..wire.progress_file import Counts

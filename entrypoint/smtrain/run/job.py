@@ -121,25 +121,25 @@ class HostJob:
         return any(written_since(folder, since) for folder in folders)
 
     def _with_contract(self, env: dict[str, str], token: str, rank: int) -> dict[str, str]:
-        team = self.plan.coordination
-        if team is not None and team.contract is not None:
-            env[RANK_CONTRACT_ENV] = team.contract._replace(token=token, rank=rank).to_json()
+        coordination = self.plan.coordination
+        if coordination is not None and coordination.contract is not None:
+            env[RANK_CONTRACT_ENV] = coordination.contract._replace(token=token, rank=rank).to_json()
         return env
 
     def program_env(self, token: str) -> dict[str, str]:
         """This host's program's environment; with its rank contract where the plan has one (the
         token comes with the job's start; mpirun's environment carries its own)."""
-        team = self.plan.coordination
-        rank = team.program_rank if team is not None else 0
+        coordination = self.plan.coordination
+        rank = coordination.program_rank if coordination is not None else 0
         return self._with_contract(self.plan.child_env(self.inherited_env), token, rank)
 
     def start_companions(self, token: str) -> None:
         """What runs beside this host's program once the job started (a parameter server), as helpers:
         they run until the job ends, each with its own rank contract."""
-        team = self.plan.coordination
-        if team is None:
+        coordination = self.plan.coordination
+        if coordination is None:
             return
-        for companion in team.companions:
+        for companion in coordination.companions:
             env = self._with_contract({**self.plan.child_env(self.inherited_env), **companion.env_set}, token,
                                       companion.rank)
             log(f"starting the {companion.name} ({companion.describe})")

@@ -18,7 +18,7 @@ from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS, WAKE, SignalWaker
 from ..config.defaults import ABORT_GRACE_S, PROFILE_WAIT_S, STACK_DUMP_WAIT_S
 from ..errors import PeersUnreachable, StartupFailed, ToolkitError
-from ..plan.coordination import Coordination, JobEnd, RankSignals
+from ..plan.coordination import Coordination, JobEnd, RankStarter
 from ..proc.rank_signals import signal_ranks, signal_ranks_once_started
 from ..proc.supervise import LEFTOVER_WAIT_S, ProcessResult, signal_tree, supervise
 from ..wire.control_protocol import MessageType
@@ -39,7 +39,7 @@ __all__ = ["ABORT_WAIT_S", "Master", "await_workers", "gather_profiles", "open_c
 ABORT_WAIT_S = ABORT_GRACE_S + LEFTOVER_WAIT_S + 3.0
 
 
-def open_control(peers: Coordination, token: str, waker: SignalWaker, dogs: list[Watchdog],
+def open_control(coordination: Coordination, token: str, waker: SignalWaker, dogs: list[Watchdog],
                  on_counts: Callable[[str, int, Counts], None] = lambda host, rank, counts: None,
                  ssh_key: str = "") -> ControlServer:
     """The master's control server, feeding what the ranks report to the stall watchdog in `dogs`
@@ -55,29 +55,29 @@ def open_control(peers: Coordination, token: str, waker: SignalWaker, dogs: list
             dog.waited_for(waits, check_s)
 
     try:
-        return ControlServer(peers.control_bind, peers.control_port, token, log, peers.heartbeat_timeout_s,
+        return ControlServer(coordination.control_bind, coordination.control_port, token, log, coordination.heartbeat_timeout_s,
                              on_lost=waker.post, on_progress=on_progress, on_waiting=on_waiting, on_news=waker.post,
                              ssh_key=ssh_key)
     except OSError as e:
-        raise StartupFailed(f"cannot listen on the control port {peers.control_bind}:{peers.control_port}: "
+        raise StartupFailed(f"cannot listen on the control port {coordination.control_bind}:{coordination.control_port}: "
                             f"{e.strerror} (set SM_CONTROL_PORT to a free port)") from None
 
 
-def await_workers(server: ControlServer, peers: Coordination) -> None:
+def await_workers(server: ControlServer, coordination: Coordination) -> None:
     """Wait for every worker's hello (and, in MPI jobs, its trust in the job's ssh key); PeersUnreachable
     (told to those that came) when one never came, StartupFailed when one came but did not take the key."""
-    if not peers.workers:
+    if not coordination.workers:
         return
-    wait_s = peers.peer_wait_s
-    log(f"waiting up to {wait_s:g} s for workers {', '.join(peers.workers)}")
-    missing = server.wait_for_workers(list(peers.workers), time.monotonic() + wait_s)
+    wait_s = coordination.peer_wait_s
+    log(f"waiting up to {wait_s:g} s for workers {', '.join(coordination.workers)}")
+    missing = server.wait_for_workers(list(coordination.workers), time.monotonic() + wait_s)
     if not missing:
         return
     absent = [host for host in missing if not server.said_hello(host)]
     error: ToolkitError
     if absent:
         error = PeersUnreachable(f"workers {', '.join(absent)} did not report within {wait_s:g} s "
-                                 f"(their train must reach {peers.master}:{peers.control_port})")
+                                 f"(their train must reach {coordination.master}:{coordination.control_port})")
     else:
         error = StartupFailed(f"workers {', '.join(missing)} did not take the job's ssh key (see their log and "
                               "output/failure): mpirun cannot reach them")
@@ -123,45 +123,45 @@ class Master:
         self.progress = AttemptProgress()  # what the ranks of this attempt reported
 
     @property
-    def team(self) -> Coordination:
-        team = self.job.plan.coordination
-        assert team is not None, "the master role needs the plan's coordination"
-        return team
+    def coordination(self) -> Coordination:
+        coordination = self.job.plan.coordination
+        assert coordination is not None, "the master role needs the plan's coordination"
+        return coordination
 
     def run(self, job: HostJob) -> JobOutcome:
         self.job = job
-        plan, team = job.plan, self.team
+        plan, coordination = job.plan, self.coordination
         job.start_helpers()
-        self.server = open_control(team, job.token, job.waker, self.dogs,
+        self.server = open_control(coordination, job.token, job.waker, self.dogs,
                                    lambda host, rank, counts: self.progress.observe(host, rank, counts),
-                                   make_job_key(team.ssh_dir) if team.ssh_dir else "")
-        if plan.profiler_dir is not None and team.workers:
+                                   make_job_key(coordination.ssh_dir) if coordination.ssh_dir else "")
+        if plan.profiler_dir is not None and coordination.workers:
             from ..profiler.shipping import SHIP_CAP_BYTES
 
             self.server.accept_profiles(plan.profiler_dir / ".incoming", SHIP_CAP_BYTES + (1 << 20))
         try:
             self.server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
-            await_workers(self.server, team)
+            await_workers(self.server, coordination)
             job.start_companions(job.token)
             outcome = run_attempts(self._attempt, self._restart, plan.restarts.max_restarts, job.waker)
             self.server.end(outcome.status, outcome.reason)
-            if plan.profiler_dir is not None and team.workers:
-                job.report_notes += gather_profiles(self.server, list(team.workers), plan.profiler_dir)
+            if plan.profiler_dir is not None and coordination.workers:
+                job.report_notes += gather_profiles(self.server, list(coordination.workers), plan.profiler_dir)
         finally:
             self.server.close()
         return outcome
 
     def _attempt(self, number: int) -> tuple[JobOutcome, Attempt]:
         """One run of the job's program (number 0, then one more for each restart) and how it ended."""
-        job, plan, team = self.job, self.job.plan, self.team
+        job, plan, coordination = self.job, self.job.plan, self.coordination
         started, started_wall = time.monotonic(), time.time()
         self.server.broadcast(MessageType.START, token=job.token, attempt=number)
         if plan.stall_timeout_s > 0:
             watch = StallWatch(plan.stall_timeout_s, time.monotonic())
-            for host, rank in team.ranks:
+            for host, rank in coordination.ranks:
                 watch.expect(host, rank)
             self.dogs.append(Watchdog(watch, self._stalled).start())
-        log(team.start_line)
+        log(coordination.start_line)
         try:
             result = supervise(plan.argv, job.program_env(job.token), plan.cwd, plan.grace_period_s, job.waker,
                                self.forward, spare=job.helpers.pids, on_wake=self.why_end)
@@ -171,7 +171,7 @@ class Master:
                 dog.stop()
         program = str(plan.program.program_path)
         outcome = decide(self._view(result),
-                         lambda report: team.name_rank(program, report.rank, report.local_rank, report.host))
+                         lambda report: coordination.name_rank(program, report.rank, report.local_rank, report.host))
         return outcome, Attempt(outcome, self._progressed(started_wall), self.progress.steps, time.monotonic() - started)
 
     def _progressed(self, since: float) -> bool:
@@ -186,12 +186,12 @@ class Master:
         """Restart `number` in place: every worker ends its part of the failed attempt and says it is
         ready (bounded; a shutdown signal ends the wait at once). None when the job can start again,
         else why not."""
-        team, waker = self.team, self.job.waker
+        coordination, waker = self.coordination, self.job.waker
         began = time.monotonic()
         self.server.broadcast(MessageType.RESTART, attempt=number, cause=failed.cause())
         deadline = began + ABORT_WAIT_S
         while True:
-            waiting = self.server.not_ready(list(team.workers), number)
+            waiting = self.server.not_ready(list(coordination.workers), number)
             if not waiting:
                 break
             lost = self.server.lost_hosts()
@@ -211,7 +211,7 @@ class Master:
 
     def forward(self, pid: int, signum: int) -> None:
         """Pass a signal `train` received on to the job's processes, here and on the workers."""
-        if self.team.signals is RankSignals.RANK_LAUNCHERS:
+        if self.coordination.starter is RankStarter.MPIRUN:  # mpirun would not pass it on: to each rank's launcher
             name = signal.Signals(signum).name
             ranks = signal_ranks(pid, signum)
             self.server.broadcast(MessageType.SIGNAL, signum=signum)
@@ -227,12 +227,12 @@ class Master:
     def after_program(self, result: ProcessResult) -> None:
         """Once this host's program has ended: where the workers run programs of their own, a failed one
         here ends the job, and the job waits for theirs when it ends with every program (or was aborted)."""
-        team = self.team
-        if not team.workers_run_programs:
+        coordination = self.coordination
+        if coordination.starter is RankStarter.MPIRUN:
             return  # mpirun's end is the job's
-        if result.exit_code != 0 and team.ends_on_task_failure:
+        if result.exit_code != 0:
             self.abort("the master's program failed")
-        if team.end is JobEnd.EVERY_PROGRAM or self.aborted:
+        if coordination.end is JobEnd.EVERY_PROGRAM or self.aborted:
             self._await_workers_done()
 
     def abort(self, reason: str) -> None:
@@ -254,7 +254,7 @@ class Master:
             return f"lost worker host {lost[0]}"
         if self.dogs and self.dogs[0].stall is not None:
             return "the job stalled"
-        if self.team.ends_on_task_failure:
+        if self.coordination.starter is RankStarter.EVERY_HOST:  # under mpirun, a failed rank's launcher ends the job
             if self.server.has_reports(final=True):
                 return "a task of the job failed"
             failed = self.server.failed_done()
@@ -264,7 +264,7 @@ class Master:
 
     def _all_done(self) -> bool:
         finished = {*self.server.done_hosts(), *self.server.lost_hosts()}
-        return all(w in finished for w in self.team.workers)
+        return all(w in finished for w in self.coordination.workers)
 
     def _await_workers_done(self) -> None:
         """Until every worker's program has ended (bounded once the job is aborted or asked to stop)."""
@@ -274,7 +274,7 @@ class Master:
             if self.aborted and deadline is None:
                 deadline = time.monotonic() + ABORT_WAIT_S
             if deadline is not None and time.monotonic() >= deadline:
-                waiting = [w for w in self.team.workers if w not in server.done_hosts()]
+                waiting = [w for w in self.coordination.workers if w not in server.done_hosts()]
                 log(f"workers {', '.join(waiting)} did not report their program's end in time")
                 return
             for signum in waker.wait(1.0 if deadline is None else max(0.0, min(1.0, deadline - time.monotonic()))):
@@ -296,7 +296,7 @@ class Master:
         # mpirun (or the program) may end while reports are in flight: wait for them when anything failed
         report = self.server.first_report(max_wait_s=2.0 if result.exit_code or self.server.has_reports() else 0.0)
         return JobView(
-            program=result, program_name=self.team.program_name, script=str(self.job.plan.program.program_path),
+            program=result, program_name=self.coordination.program_name, script=str(self.job.plan.program.program_path),
             stall=stall.describe() if stall is not None else None, report=report,
             final_reports=self.server.has_reports(final=True), lost=tuple(self.server.lost_hosts()),
             failed_done=self.server.failed_done(),

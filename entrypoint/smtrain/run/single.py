@@ -11,7 +11,7 @@ from typing import Optional
 from ..common.console import log
 from ..config.defaults import STACK_DUMP_WAIT_S
 from ..errors import FailureKind
-from ..proc.progressfile import ProgressFile, dump_stacks
+from ..proc.rank_progress import ProgressFile, dump_stacks
 from ..proc.supervise import supervise
 from ..rank.launcher import with_startup_hook
 from .attempts import run_attempts

@@ -16,6 +16,7 @@ from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS, WAKE
 from ..config.defaults import ABORT_GRACE_S
 from ..errors import StartupFailed
+from ..plan.coordination import RankStarter
 from ..proc.rank_signals import signal_ranks, signal_ranks_once_started
 from ..proc.supervise import supervise
 from ..wire.control_protocol import PROFILE_CHUNK, MessageType
@@ -52,25 +53,25 @@ class Worker:
 
     def run(self, job: HostJob) -> JobOutcome:
         self.job = job
-        team = job.plan.coordination
-        assert team is not None, "the worker role needs the plan's coordination"
-        self.team = team
-        self.deadline = time.monotonic() + team.peer_wait_s  # for the master to be reachable
+        coordination = job.plan.coordination
+        assert coordination is not None, "the worker role needs the plan's coordination"
+        self.coordination = coordination
+        self.deadline = time.monotonic() + coordination.peer_wait_s  # for the master to be reachable
         job.start_helpers()
-        if team.sshd_argv:
-            make_host_key(team.ssh_dir)
-            start_sshd(job.helpers, team.sshd_argv, team.sshd_port, self.deadline)
+        serves_mpirun = coordination.starter is RankStarter.MPIRUN  # else this host starts its own program
+        if serves_mpirun:
+            make_host_key(coordination.ssh_dir)
+            start_sshd(job.helpers, coordination.sshd_argv, coordination.sshd_port, self.deadline)
             log("sshd is up")
-        log(f"connecting to the master {team.master}:{team.control_port}")
-        client = connect_to_master(job.plan.host, team.master, team.control_port, self.deadline, team.peer_wait_s)
+        log(f"connecting to the master {coordination.master}:{coordination.control_port}")
+        client = connect_to_master(job.plan.host, coordination.master, coordination.control_port, self.deadline, coordination.peer_wait_s)
         try:
-            self.link = MasterLink(client, team.master, team.heartbeat_timeout_s, job.waker).start()
-            if team.sshd_argv:
+            self.link = MasterLink(client, coordination.master, coordination.heartbeat_timeout_s, job.waker).start()
+            if serves_mpirun:
                 self._trust_job_key()
-            if job.plan.argv:
-                self._run_program()
-            else:
                 self._serve_ranks()
+            else:
+                self._run_program()
             outcome = self._await_end()
             if self.link.end is not None and job.plan.profiler_dir is not None:
                 ship_profile(self.link, job)
@@ -82,20 +83,20 @@ class Worker:
         """The job's ssh key, as the master gives it on hello, becomes the one key this host's sshd
         accepts; then `ready` for attempt 0. StartupFailed when none comes or it is malformed: this
         host never falls back to another key."""
-        team = self.team
-        wait_s = max(self.deadline - time.monotonic(), team.heartbeat_timeout_s)
+        coordination = self.coordination
+        wait_s = max(self.deadline - time.monotonic(), coordination.heartbeat_timeout_s)
         key = self.link.wait_key(time.monotonic() + wait_s)
         if key is None:
             if self.link.over():
                 return  # the job ended (or the master was lost) first: the outcome says so
-            raise StartupFailed(f"the master {team.master} gave no ssh key for the job within {wait_s:.0f} s; "
+            raise StartupFailed(f"the master {coordination.master} gave no ssh key for the job within {wait_s:.0f} s; "
                                 "this host trusts no other key, so mpirun cannot reach it")
         try:
             public = parse_public_key(key)
         except ValueError as e:
-            raise StartupFailed(f"the ssh key the master {team.master} gave for the job is malformed ({e}); "
+            raise StartupFailed(f"the ssh key the master {coordination.master} gave for the job is malformed ({e}); "
                                 "this host trusts no other key, so mpirun cannot reach it") from None
-        trust_key(team.ssh_dir, public)
+        trust_key(coordination.ssh_dir, public)
         self.link.send(MessageType.READY, attempt=0)
         log("trusting the job's ssh key (from the master)")
 
@@ -103,7 +104,7 @@ class Worker:
         """Once the master starts the job: this host's companions and program; `done` when it ended.
         Again for each restart the master asks for (the program has ended by then: `ready` at once)."""
         job, link = self.job, self.link
-        deadline = self.deadline + self.team.peer_wait_s  # the master waits for every worker
+        deadline = self.deadline + self.coordination.peer_wait_s  # the master waits for every worker
         attempt = 0
         while True:
             token = link.wait_start(deadline, attempt)
@@ -111,7 +112,7 @@ class Worker:
                 return
             if attempt == 0:
                 job.start_companions(token)
-            log(self.team.start_line)
+            log(self.coordination.start_line)
             result = supervise(job.plan.argv, job.program_env(token), job.plan.cwd, job.plan.grace_period_s,
                                job.waker, spare=job.helpers.pids, on_wake=link.why_end)
             link.send(MessageType.DONE, status=result.exit_code)
@@ -122,7 +123,7 @@ class Worker:
             attempt = link.restart_asked
             job.restart_pipes()
             link.send(MessageType.READY, attempt=attempt)
-            deadline = time.monotonic() + self.team.peer_wait_s
+            deadline = time.monotonic() + self.coordination.peer_wait_s
 
     def _serve_ranks(self) -> None:
         """The ranks mpirun started here: forward signals to them until the job is over; SIGKILL them

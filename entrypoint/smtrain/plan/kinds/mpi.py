@@ -1,26 +1,72 @@
-"""MPI (Horovod): the master runs mpirun, which starts every rank through the workers' sshd (a worker
+"""MPI (Horovod), asked for by `sagemaker_mpi_enabled` or SDK v3 ModelTrainer's `distributed=MPI(...)`,
+on the distribution's hosts (one host too): the master runs mpirun, which starts every rank through the workers' sshd (a worker
 runs no program of its own). mpirun aborts the job itself when a rank fails; the job ends when mpirun
 does. Signals reach the ranks through their launchers on each host (mpirun does not pass them on)."""
 from __future__ import annotations
 
 import os
 import shlex
+from pathlib import Path
+from typing import Optional
 
 from ...config.defaults import SSHD
+from ...config.model import MpiSettings, TrainingConfig
 from ...wire.contract import RANK_CONTRACT_ENV, RankContract, without_internals
 from ...wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY, SSH_DIR
-from ..coordination import JobEnd, KindInputs, KindPlan, RankSignals
+from ..coordination import JobEnd, RankStarter
+from ..kind import HostPart, Kind, KindInputs
 from ..mpirun import cpus_per_rank, layout, mpirun_command
 from ..shape import Role
 
-__all__ = ["plan_mpi"]
+__all__ = ["MPI", "Mpi", "plan_mpi"]
 
 
-def plan_mpi(given: KindInputs) -> KindPlan:
+class Mpi(Kind):
     """mpirun's command on the master; sshd on a worker; every rank, host after host (--map-by slot)."""
+
+    name = "mpi"
+    title = "Horovod and MPI"
+    flag = "sagemaker_mpi_enabled"
+    offer = f"Horovod and MPI jobs (distribution={{'mpi': {{'enabled': True}}}}, i.e. {flag})"
+
+    def asked(self, config: TrainingConfig) -> bool:
+        return self.flag_on(config.hyperparameters) or config.model_trainer_mpi is not None
+
+    def runs_on(self, config: TrainingConfig, groups: tuple[str, ...], hosts: tuple[str, ...]) -> bool:
+        return config.resources.current_group_name in groups and bool(hosts)
+
+    def plan(self, given: KindInputs) -> HostPart:
+        return plan_mpi(given)
+
+    def settings(self, config: TrainingConfig) -> MpiSettings:
+        """The `sagemaker_mpi_*` hyperparameters' settings where their flag asks for MPI, else ModelTrainer's."""
+        if self.flag_on(config.hyperparameters) or config.model_trainer_mpi is None:
+            return config.mpi
+        return config.model_trainer_mpi
+
+    def horovod_timeline(self, config: TrainingConfig, program_dir: Path) -> Optional[Path]:
+        """HOROVOD_TIMELINE as the ranks get it (`-x NAME=VALUE` in the custom MPI options, else the
+        environment), relative paths from the ranks' working folder; None when off or DYNAMIC."""
+        value = config.environ.get("HOROVOD_TIMELINE")
+        options = list(self.settings(config).custom_options)
+        for i, option in enumerate(options):
+            given = options[i + 1] if option == "-x" and i + 1 < len(options) else ""
+            if given.startswith("HOROVOD_TIMELINE="):
+                value = given.partition("=")[2]
+        if not value or value.upper() == "DYNAMIC":
+            return None
+        return program_dir / value
+
+
+MPI = Mpi()
+
+
+def plan_mpi(given: KindInputs) -> HostPart:
+    """This host's part in an MPI job."""
     config, python, shape = given.config, given.python, given.shape
     here = config.resources.current_host
-    placed = layout(shape.hosts, config.mpi.processes_per_host, config.mpi.num_processes, given.facts.num_gpus)
+    mpi = MPI.settings(config)
+    placed = layout(shape.hosts, mpi.processes_per_host, mpi.num_processes, given.facts.num_gpus)
     per_host = placed.processes_per_host
     first_rank = placed.hosts.index(here) * per_host if here in placed.hosts else 0
     pipes = given.pipes(per_host, True, placed.num_processes)
@@ -34,7 +80,7 @@ def plan_mpi(given: KindInputs) -> KindPlan:
         env_set[RANK_CONTRACT_ENV] = contract.to_json()
         command = mpirun_command(
             placed, here, config.resources.network_interface_name, config.resources.current_instance_type,
-            given.facts.network, {**without_internals(config.environ), **env_set}, config.mpi.custom_options,
+            given.facts.network, {**without_internals(config.environ), **env_set}, mpi.custom_options,
             (python, "-m", "smtrain.rank", "--", *given.launch.argv),
             cpus_per_rank=cpus_per_rank(per_host, given.facts.bindable_cpus, given.facts.num_gpus,
                                         config.resources.current_instance_type),
@@ -51,7 +97,6 @@ def plan_mpi(given: KindInputs) -> KindPlan:
         ranks=tuple((placed.hosts[rank // per_host], rank) for rank in range(placed.num_processes)),
         program_name=f"mpirun ({given.launch.program_path})",
         start_line=f"host {here}: starting {placed.num_processes} ranks on {', '.join(placed.hosts)}: {shlex.join(argv)}",
-        signals=RankSignals.RANK_LAUNCHERS, end=JobEnd.MASTER_PROGRAM, ends_on_task_failure=False,
-        workers_run_programs=False,
+        starter=RankStarter.MPIRUN, end=JobEnd.MASTER_PROGRAM,
     )
-    return KindPlan(argv, env_set, pipes, per_host, first_rank, coordination)
+    return HostPart(argv, env_set, pipes, per_host, first_rank, coordination)

@@ -1,4 +1,4 @@
-"""TensorFlow parameter servers on two or more hosts, as SageMaker's TensorFlow container
+"""TensorFlow parameter servers on two or more hosts (`sagemaker_parameter_server_enabled`), as SageMaker's TensorFlow container
 (sagemaker-tensorflow-training 20.5.0) runs them: the first distribution host runs the program as
 TF_CONFIG's `master`, the others as `worker` i (port 2222), and every host also runs a parameter
 server `ps` i (port 2223, CPU only: smtrain.run.tfserver) beside its program. The job ends when the
@@ -9,11 +9,13 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from ..coordination import Companion, JobEnd, KindInputs, KindPlan
+from ...config.model import TrainingConfig
+from ..coordination import Companion, JobEnd
+from ..kind import HostPart, Kind, KindInputs
 from ..tfconfig import Task, addresses
-from .tf_cluster import plan_tf_cluster
+from .tf_cluster import plan_tf_cluster, spans_two_hosts
 
-__all__ = ["PS_PORT", "PS_PROGRAM_PORT", "plan_parameter_server", "tf_config_for_ps"]
+__all__ = ["PARAMETER_SERVER", "PS_PORT", "PS_PROGRAM_PORT", "ParameterServer", "tf_config_for_ps"]
 
 PS_PROGRAM_PORT = 2222
 PS_PORT = 2223
@@ -40,14 +42,28 @@ def tf_config_for_ps(hosts: Sequence[str], current_host: str, ps_task: bool = Fa
     return config
 
 
-def plan_parameter_server(given: KindInputs) -> KindPlan:
+class ParameterServer(Kind):
     """Tasks numbered programs first (host order), then the parameter servers."""
-    hosts, python, here = given.shape.hosts, given.python, given.config.resources.current_host
-    programs = (Task(0, hosts[0], "master", 0), *(Task(i, h, "worker", i - 1) for i, h in enumerate(hosts) if i))
-    servers = [Task(len(hosts) + i, host, "ps", i) for i, host in enumerate(hosts)]
-    companions = tuple(
-        Companion("parameter server", t.host, (python, "-m", "smtrain.rank", "--", python, "-m", "smtrain.run.tfserver"),
-                  {"TF_CONFIG": json.dumps(tf_config_for_ps(hosts, t.host, ps_task=True))}, t.rank, t.describe())
-        for t in servers)
-    return plan_tf_cluster(given, programs, companions, {"TF_CONFIG": json.dumps(tf_config_for_ps(hosts, here))},
-                           JobEnd.MASTER_PROGRAM)
+
+    name = "parameter-server"
+    title = "parameter servers"
+    flag = "sagemaker_parameter_server_enabled"
+    offer = f"TensorFlow's parameter servers ({flag})"
+
+    def runs_on(self, config: TrainingConfig, groups: tuple[str, ...], hosts: tuple[str, ...]) -> bool:
+        return spans_two_hosts(config, hosts)
+
+    def plan(self, given: KindInputs) -> HostPart:
+        hosts, python, here = given.shape.hosts, given.python, given.config.resources.current_host
+        programs = (Task(0, hosts[0], "master", 0), *(Task(i, h, "worker", i - 1) for i, h in enumerate(hosts) if i))
+        servers = [Task(len(hosts) + i, host, "ps", i) for i, host in enumerate(hosts)]
+        companions = tuple(
+            Companion("parameter server", t.host,
+                      (python, "-m", "smtrain.rank", "--", python, "-m", "smtrain.run.tfserver"),
+                      {"TF_CONFIG": json.dumps(tf_config_for_ps(hosts, t.host, ps_task=True))}, t.rank, t.describe())
+            for t in servers)
+        return plan_tf_cluster(given, programs, companions, {"TF_CONFIG": json.dumps(tf_config_for_ps(hosts, here))},
+                               JobEnd.MASTER_PROGRAM)
+
+
+PARAMETER_SERVER = ParameterServer()

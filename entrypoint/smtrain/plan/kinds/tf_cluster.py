@@ -5,15 +5,22 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+from ...config.model import TrainingConfig
 from ...wire.contract import RankContract
-from ..coordination import Companion, JobEnd, KindInputs, KindPlan, RankSignals
+from ..coordination import Companion, JobEnd, RankStarter
+from ..kind import HostPart, KindInputs
 from ..tfconfig import Task
 
-__all__ = ["plan_tf_cluster"]
+__all__ = ["plan_tf_cluster", "spans_two_hosts"]
+
+
+def spans_two_hosts(config: TrainingConfig, hosts: tuple[str, ...]) -> bool:
+    """Where a TF strategy runs: on two or more distribution hosts, this one among them."""
+    return len(hosts) >= 2 and config.resources.current_host in hosts
 
 
 def plan_tf_cluster(given: KindInputs, programs: Sequence[Task], companions: Sequence[Companion],
-                    env_set: Mapping[str, str], end: JobEnd) -> KindPlan:
+                    env_set: Mapping[str, str], end: JobEnd) -> HostPart:
     """This host's part: its program task of `programs` (one a host), the `companions` on this host
     (those of every host name the job's failures), `env_set` added to the program's environment."""
     config, shape = given.config, given.shape
@@ -33,7 +40,7 @@ def plan_tf_cluster(given: KindInputs, programs: Sequence[Task], companions: Seq
         program_name=f"{path} ({program.describe()})",
         start_line=f"host {here}: starting {program.describe()}; {len(programs) + len(companions)} tasks "
                    f"on {len(shape.hosts)} hosts",
-        signals=RankSignals.PROGRAM_TREE, end=end, ends_on_task_failure=True, workers_run_programs=True,
+        starter=RankStarter.EVERY_HOST, end=end,
     )
     argv = (given.python, "-m", "smtrain.rank", "--", *given.launch.argv)
-    return KindPlan(argv, {**given.base_env(pipes), **env_set}, pipes, 1, 0, coordination)
+    return HostPart(argv, {**given.base_env(pipes), **env_set}, pipes, 1, 0, coordination)
