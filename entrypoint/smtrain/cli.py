@@ -16,7 +16,7 @@ from .common.console import log
 from .config.defaults import DEFAULT_BASE_DIR
 from .config.load import load_config
 from .config.secrets import Redactor
-from .errors import FailureKind, ToolkitError
+from .errors import FailureCause, ToolkitError
 from .run.outcome import FileState, JobOutcome, render
 
 __all__ = ["USAGE", "console_main", "main"]
@@ -97,7 +97,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         import traceback
 
         traceback.print_exc()
-        return _fail(JobOutcome.of_kind(FailureKind.INTERNAL_ERROR, f"{type(e).__name__}: {e}"),
+        return _fail(JobOutcome.of_cause(FailureCause.INTERNAL_ERROR, f"{type(e).__name__}: {e}"),
                      write_file=not dry_run)
 
 

@@ -1,4 +1,4 @@
-"""Toolkit errors and the failure kinds, each with the exit status `train` uses for it.
+"""Toolkit errors and the failures' causes, each with the exit status `train` uses for it.
 
 A program's own exit status always passes through unchanged; these codes are used only when the
 toolkit itself cannot run the program or the job. They follow sysexits(3) and the shell's 126/127,
@@ -9,12 +9,12 @@ from __future__ import annotations
 import enum
 
 __all__ = [
-    "CodeSetupFailed", "ConfigError", "FailureKind", "PeersUnreachable", "ProgramNotExecutable", "ProgramNotFound",
+    "CodeSetupFailed", "ConfigError", "FailureCause", "PeersUnreachable", "ProgramNotExecutable", "ProgramNotFound",
     "StartupFailed", "ToolkitError",
 ]
 
 
-class FailureKind(enum.Enum):
+class FailureCause(enum.Enum):
     """Why a job failed: the name that starts `output/failure` when the toolkit, not the program, names
     it, and the exit status `train` ends with for it - None where the program's own status passes
     through (a program's own failure is named by the Python exception of its last traceback, if any)."""
@@ -39,7 +39,7 @@ class FailureKind(enum.Enum):
 
     @property
     def exit_code(self) -> int:
-        """The status `train` ends with for this kind (kinds whose status is the program's have none)."""
+        """The status `train` ends with for this cause (causes whose status is the program's have none)."""
         if self.status is None:
             raise ValueError(f"{self.label}: the program's own status is the job's")
         return self.status
@@ -48,42 +48,42 @@ class FailureKind(enum.Enum):
 class ToolkitError(Exception):
     """An error of the toolkit's inputs or environment, reported without a traceback."""
 
-    kind: FailureKind = FailureKind.INTERNAL_ERROR
+    cause: FailureCause = FailureCause.INTERNAL_ERROR
 
     @property
     def exit_code(self) -> int:
-        return self.kind.exit_code
+        return self.cause.exit_code
 
 
 class ConfigError(ToolkitError):
     """A config file, field or value is wrong; the message names which and what was expected."""
 
-    kind = FailureKind.CONFIG_ERROR
+    cause = FailureCause.CONFIG_ERROR
 
 
 class ProgramNotFound(ToolkitError):
     """The program named by the job does not exist in the code folder."""
-    kind = FailureKind.PROGRAM_NOT_FOUND
+    cause = FailureCause.PROGRAM_NOT_FOUND
 
 
 class ProgramNotExecutable(ToolkitError):
     """The program exists but cannot be executed."""
-    kind = FailureKind.PROGRAM_NOT_EXECUTABLE
+    cause = FailureCause.PROGRAM_NOT_EXECUTABLE
 
 
 class PeersUnreachable(ToolkitError):
     """Other hosts of the job could not be reached in the peer wait."""
-    kind = FailureKind.PEERS_UNREACHABLE
+    cause = FailureCause.PEERS_UNREACHABLE
 
 
 class StartupFailed(ToolkitError):
     """A part of the toolkit could not start on this host: the control port is taken, sshd is
     missing or does not listen. Nothing the toolkit started is left running."""
 
-    kind = FailureKind.STARTUP_FAILED
+    cause = FailureCause.STARTUP_FAILED
 
 
 class CodeSetupFailed(ToolkitError):
     """The program's code could not be fetched or unpacked, or its requirements.txt not installed."""
 
-    kind = FailureKind.CODE_SETUP_FAILED
+    cause = FailureCause.CODE_SETUP_FAILED

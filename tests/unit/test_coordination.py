@@ -12,7 +12,7 @@ from typing import Any, Optional
 import pytest
 
 from smtrain.config.load import load_config
-from smtrain.errors import ConfigError, FailureKind
+from smtrain.errors import ConfigError, FailureCause
 from smtrain.plan.kinds import KINDS
 from smtrain.plan.kinds.mpi import MPI
 from smtrain.plan.kinds.multi_worker_mirrored import MULTI_WORKER_MIRRORED
@@ -70,8 +70,8 @@ class RecordedServer:
     def first_report(self, quiet_s: float = 0.3, max_wait_s: float = 2.0) -> Optional[RankFailure]:
         return root_cause(self.reports)
 
-    def broadcast(self, kind: MessageType, **fields: Any) -> None:
-        self.sent.append(decode(encode(kind, **fields)))
+    def broadcast(self, message_type: MessageType, **fields: Any) -> None:
+        self.sent.append(decode(encode(message_type, **fields)))
 
 
 def _rank_exit(host: str, rank: int, final: bool = True, tail: str = "Traceback (most recent call last):\n"
@@ -163,7 +163,7 @@ def _ending(plan: LaunchPlan, view: JobView) -> tuple[int, Any, str]:
     coordination, program = plan.coordination, str(plan.program.program_path)
     assert coordination is not None
     outcome = decide(view, lambda report: coordination.name_rank(program, report.rank, report.local_rank, report.host))
-    return outcome.status, outcome.kind, outcome.reason.splitlines()[0] if outcome.reason else ""
+    return outcome.status, outcome.cause, outcome.reason.splitlines()[0] if outcome.reason else ""
 
 
 def test_the_table_of_endings_is_the_same_for_every_kind(tmp_path: Path) -> None:
@@ -182,43 +182,43 @@ def test_the_table_of_endings_is_the_same_for_every_kind(tmp_path: Path) -> None
         assert _ending(plan, _view(plan, ok, RecordedServer([]))) == (0, None, ""), name
         assert _ending(plan, _view(plan, ok, RecordedServer([_rank_exit("algo-2", 1, final=False)])))[0] == 0, name
         # a rank that raised: status 1, its exception, where it ran
-        status, kind, line = _ending(plan, _view(plan, mpirun_failed, RecordedServer([_rank_exit("algo-2", 1)])))
-        assert (status, kind) == (1, "ValueError") and "on host algo-2" in line and line.startswith("ValueError: "), name
+        status, cause, line = _ending(plan, _view(plan, mpirun_failed, RecordedServer([_rank_exit("algo-2", 1)])))
+        assert (status, cause) == (1, "ValueError") and "on host algo-2" in line and line.startswith("ValueError: "), name
         # a lost host: 69 and HostLost for every kind, even when a rank then failed because of it
         lost = _view(plan, mpirun_failed, RecordedServer([("algo-1", consequence)], lost=("algo-3",)))
-        status, kind, line = _ending(plan, lost)
-        assert (status, kind) == (69, FailureKind.HOST_LOST) and "lost worker host algo-3 during the job" in line, name
+        status, cause, line = _ending(plan, lost)
+        assert (status, cause) == (69, FailureCause.HOST_LOST) and "lost worker host algo-3 during the job" in line, name
         # a stall
         assert _ending(plan, _view(plan, mpirun_failed, RecordedServer([]), stall="rank 4 on algo-3 stopped"))[:2] == (
-            124, FailureKind.STALLED), name
+            124, FailureCause.STALLED), name
         # raised, then crashed in the interpreter's teardown: 1, as an uncaught exception
         crashed = _rank_exit("algo-2", 1, tail=crash, term_signal=11)[1].replace(b'"exit_code":1', b'"exit_code":139')
-        status, kind, line = _ending(plan, _view(plan, mpirun_failed, RecordedServer([("algo-2", crashed)])))
-        assert (status, kind) == (1, "RuntimeError") and "died of SIGSEGV while it shut down" in line, name
+        status, cause, line = _ending(plan, _view(plan, mpirun_failed, RecordedServer([("algo-2", crashed)])))
+        assert (status, cause) == (1, "RuntimeError") and "died of SIGSEGV while it shut down" in line, name
         # ... also when the job's abort for that very failure reached the rank's launcher during its
         # teardown (seen on a fresh clone: SIGILL, status 132 on every host); a stop `train` itself
         # was asked for still makes it a kill
         aborted = _rank_exit("algo-2", 1, tail=crash, term_signal=4, shutdown_signal=sigterm)[1].replace(
             b'"exit_code":1', b'"exit_code":132')
-        status, kind, line = _ending(plan, _view(plan, mpirun_failed, RecordedServer([("algo-2", aborted)])))
-        assert (status, kind) == (1, "RuntimeError") and "died of SIGILL while it shut down" in line, name
+        status, cause, line = _ending(plan, _view(plan, mpirun_failed, RecordedServer([("algo-2", aborted)])))
+        assert (status, cause) == (1, "RuntimeError") and "died of SIGILL while it shut down" in line, name
         stopped = ProcessResult(143, None, sigterm, False, b"")
         assert _ending(plan, _view(plan, stopped, RecordedServer([("algo-2", aborted)])))[:2] == (
-            132, FailureKind.PROGRAM_KILLED), name
+            132, FailureCause.PROGRAM_KILLED), name
     # a worker's own program (strategy kinds): its status
     assert _ending(ps, _view(ps, ok, RecordedServer([("algo-2", encode(MessageType.DONE, status=3))]))) == (
-        3, FailureKind.PROGRAM_ERROR, f"ProgramError: {ps.program.program_path} on host algo-2 ended with status 3")
+        3, FailureCause.PROGRAM_ERROR, f"ProgramError: {ps.program.program_path} on host algo-2 ended with status 3")
     # the master's own program, with nothing reported: its status, named as the kind names it
     assert _ending(mpi, _view(mpi, mpirun_failed, RecordedServer([]))) == (
-        1, FailureKind.PROGRAM_ERROR, f"ProgramError: program mpirun ({program}) exited with status 1")
+        1, FailureCause.PROGRAM_ERROR, f"ProgramError: program mpirun ({program}) exited with status 1")
 
 
 def test_render_reports_each_ending_once_and_keeps_a_failure_file_the_program_wrote(tmp_path: Path) -> None:
     failure, success = tmp_path / "failure", tmp_path / "success"
     cases = [
         (JobOutcome(0), 0, None),
-        (JobOutcome.failed(124, FailureKind.STALLED, "rank 1 on algo-1 stopped"), 124, "Stalled: rank 1 on algo-1 stopped\n"),
-        (JobOutcome.failed(69, FailureKind.HOST_LOST, "lost worker host algo-3"), 69, "HostLost: lost worker host algo-3\n"),
+        (JobOutcome.failed(124, FailureCause.STALLED, "rank 1 on algo-1 stopped"), 124, "Stalled: rank 1 on algo-1 stopped\n"),
+        (JobOutcome.failed(69, FailureCause.HOST_LOST, "lost worker host algo-3"), 69, "HostLost: lost worker host algo-3\n"),
         (JobOutcome.failed(3, "KeyError", "program p exited with status 3", b"Traceback ...\nKeyError: 'x'\n"), 3,
          "KeyError: program p exited with status 3\nstderr (last lines):\nTraceback ...\nKeyError: 'x'\n"),
         (JobOutcome.of_error(ConfigError("resourceconfig.json: hosts must be a list")), 78,
@@ -233,7 +233,7 @@ def test_render_reports_each_ending_once_and_keeps_a_failure_file_the_program_wr
         assert success.exists() == (status == 0)
     failure.write_text("MyError: the program's own words\n")
     at_start = FileState.of(tmp_path / "absent")  # the program wrote it after train started
-    assert render(JobOutcome.failed(2, FailureKind.PROGRAM_ERROR, "exited with status 2"), failure, at_start) == 2
+    assert render(JobOutcome.failed(2, FailureCause.PROGRAM_ERROR, "exited with status 2"), failure, at_start) == 2
     assert failure.read_text() == "MyError: the program's own words\n"
 
 

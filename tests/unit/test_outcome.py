@@ -1,6 +1,6 @@
 import signal
 
-from smtrain.errors import FailureKind
+from smtrain.errors import FailureCause
 from smtrain.run.outcome import JobOutcome, describe_program_failure, failure_text, python_exception
 from smtrain.proc.supervise import ProcessResult
 
@@ -39,22 +39,22 @@ def test_an_uncaught_exception_then_a_crash_at_exit_ends_with_status_1_whatever_
                                       "train.py")
     assert onednn[:2] == (1, "RuntimeError")
     assert describe_program_failure(_killed(b"no traceback\n"), "train.py")[:3] == (
-        139, FailureKind.PROGRAM_KILLED, "program train.py was killed by SIGSEGV (exit status 139)")
+        139, FailureCause.PROGRAM_KILLED, "program train.py was killed by SIGSEGV (exit status 139)")
 
 
 def test_a_traceback_the_program_went_on_from_does_not_hide_a_later_crash() -> None:
     went_on = TRACEBACK + b"epoch 2: loss 0.5\n" + CRASH_DUMP
     assert describe_program_failure(_killed(went_on), "p")[:3] == (
-        139, FailureKind.PROGRAM_KILLED, "program p was killed by SIGSEGV (exit status 139)")
+        139, FailureCause.PROGRAM_KILLED, "program p was killed by SIGSEGV (exit status 139)")
 
 
 def test_a_traceback_does_not_hide_a_kill_that_train_caused_or_an_oom_kill() -> None:
     after_term = describe_program_failure(_killed(TRACEBACK, int(signal.SIGTERM)), "p")
-    assert after_term[:2] == (139, FailureKind.PROGRAM_KILLED)
+    assert after_term[:2] == (139, FailureCause.PROGRAM_KILLED)
     after_grace = describe_program_failure(_killed(TRACEBACK, int(signal.SIGTERM), True), "p")
-    assert after_grace[:3] == (139, FailureKind.PROGRAM_KILLED, "program p was killed by SIGSEGV (exit status 139) after SIGTERM and the grace period")
+    assert after_grace[:3] == (139, FailureCause.PROGRAM_KILLED, "program p was killed by SIGSEGV (exit status 139) after SIGTERM and the grace period")
     oom = describe_program_failure(_killed(TRACEBACK)._replace(oom_killed=True), "p")
-    assert oom[:2] == (139, FailureKind.OUT_OF_MEMORY) and "OOM killer" in oom.what
+    assert oom[:2] == (139, FailureCause.OUT_OF_MEMORY) and "OOM killer" in oom.what
 
 
 def test_failure_text_is_bounded_and_keeps_the_last_whole_lines() -> None:

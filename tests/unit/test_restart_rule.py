@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from smtrain.config.load import load_config
-from smtrain.errors import ConfigError, FailureKind
+from smtrain.errors import ConfigError, FailureCause
 from smtrain.plan.launch import dumps, plan_launch
 from smtrain.run.outcome import JobOutcome
 from smtrain.run.restart_rule import Attempt, AttemptProgress, describe_attempts, why_not_restart
@@ -67,8 +67,8 @@ def _attempt(outcome: JobOutcome = RAISED, progressed: bool = True, steps: int =
 
 def test_a_transient_failure_after_progress_is_restarted_up_to_the_limit() -> None:
     assert why_not_restart([_attempt()], 2, None) is None
-    killed = JobOutcome.failed(137, FailureKind.PROGRAM_KILLED, "died of SIGKILL")
-    stalled = JobOutcome.of_kind(FailureKind.STALLED, "rank 1 on algo-1 stopped")
+    killed = JobOutcome.failed(137, FailureCause.PROGRAM_KILLED, "died of SIGKILL")
+    stalled = JobOutcome.of_cause(FailureCause.STALLED, "rank 1 on algo-1 stopped")
     assert why_not_restart([_attempt(killed)], 1, None) is None and why_not_restart([_attempt(stalled)], 1, None) is None
     assert why_not_restart([_attempt(steps=10), _attempt(steps=20)], 2, None) is None
     assert why_not_restart([_attempt(steps=10), _attempt(steps=20), _attempt(steps=30)], 2, None) == (
@@ -77,10 +77,10 @@ def test_a_transient_failure_after_progress_is_restarted_up_to_the_limit() -> No
 
 def test_what_a_restart_cannot_help_is_never_restarted() -> None:
     assert why_not_restart([_attempt()], 2, "SIGTERM") == "train was asked to stop (SIGTERM)"
-    for kind in (FailureKind.OUT_OF_MEMORY, FailureKind.HOST_LOST, FailureKind.CONFIG_ERROR, FailureKind.STARTUP_FAILED):
+    for kind in (FailureCause.OUT_OF_MEMORY, FailureCause.HOST_LOST, FailureCause.CONFIG_ERROR, FailureCause.STARTUP_FAILED):
         outcome = JobOutcome(137 if kind.status is None else kind.exit_code, kind, "x")
         assert why_not_restart([_attempt(outcome)], 2, None) is not None, kind
-    assert "out of memory" in why_not_restart([_attempt(JobOutcome(137, FailureKind.OUT_OF_MEMORY, "x"))], 2, None)
+    assert "out of memory" in why_not_restart([_attempt(JobOutcome(137, FailureCause.OUT_OF_MEMORY, "x"))], 2, None)
     assert why_not_restart([_attempt(progressed=False)], 2, None) == "the program failed before any progress"
     assert why_not_restart([_attempt(steps=30), _attempt(steps=30)], 5, None) == (
         "it failed at the same step again (step 30)")

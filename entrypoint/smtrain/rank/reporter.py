@@ -94,17 +94,17 @@ class ProgressReporter:
                                       "steps": counts.steps, "beats": counts.beats, "init": int(counts.init)}
 
     def _run(self) -> None:
-        kind, fields = self._progress_message(self._reported)
+        message_type, fields = self._progress_message(self._reported)
         client = ControlClient.open(self._contract.control_host, self._contract.control_port, time.monotonic() + 30,
-                                    kind, **fields)
+                                    message_type, **fields)
         if client is None:
             return
         try:
             while not self._stopped.is_set():
                 if client.readable(1.0) and not self._handle(client):
                     return
-                for kind, fields in self._messages():
-                    if not client.send(kind, **fields):
+                for message_type, fields in self._messages():
+                    if not client.send(message_type, **fields):
                         return
         finally:
             client.close()

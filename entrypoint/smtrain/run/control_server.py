@@ -132,8 +132,8 @@ class ControlServer:
             return [host for _, host in sorted(self._lost) if host not in self._workers]
 
     # -- messages to workers -------------------------------------------------------------------
-    def broadcast(self, kind: MessageType, **fields: Any) -> None:
-        data = encode(kind, **fields)
+    def broadcast(self, message_type: MessageType, **fields: Any) -> None:
+        data = encode(message_type, **fields)
         with self._lock:
             peers = list(self._workers.items())
         for host, sock in peers:
@@ -252,9 +252,9 @@ class ControlServer:
             self._ranks.remove(sock)
         sock.close()
 
-    def tell_ranks(self, kind: MessageType) -> int:
-        """Send `kind` to every rank launcher connected now; how many."""
-        data = encode(kind)
+    def tell_ranks(self, message_type: MessageType) -> int:
+        """Send `message_type` to every rank launcher connected now; how many."""
+        data = encode(message_type)
         with self._lock:
             ranks = list(self._ranks)
         sent = 0

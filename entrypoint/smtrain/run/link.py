@@ -25,7 +25,7 @@ from typing import Optional
 from ..common.console import log
 from ..common.signals import SignalWaker
 from ..config.defaults import HEARTBEAT_S
-from ..errors import FailureKind, PeersUnreachable
+from ..errors import FailureCause, PeersUnreachable
 from ..wire.control_protocol import ControlClient, Message, MessageType
 from ..wire.liveness import PeerSilence
 from .outcome import JobOutcome
@@ -60,8 +60,8 @@ class MasterLink:
         threading.Thread(target=self._run, name="master-link", daemon=True).start()
         return self
 
-    def send(self, kind: MessageType, **fields: object) -> None:
-        self._client.send(kind, **fields)  # a broken connection shows on the next read
+    def send(self, message_type: MessageType, **fields: object) -> None:
+        self._client.send(message_type, **fields)  # a broken connection shows on the next read
 
     def wait_start(self, deadline: float, attempt: int = 0) -> Optional[str]:
         """The job's token once the master starts `attempt` of the job; None when it ended or was lost first."""
@@ -99,7 +99,7 @@ class MasterLink:
             log(f"the master reports that the job ended with status {self.end.status}")
             return self.end
         what = f"lost the master {self._master} before the job ended ({self.lost}); stopping this host's ranks"
-        return JobOutcome.of_kind(FailureKind.MASTER_LOST, what, host=self._master)
+        return JobOutcome.of_cause(FailureCause.MASTER_LOST, what, host=self._master)
 
     def _beat(self) -> None:
         while not self.over():
@@ -154,7 +154,7 @@ class MasterLink:
         elif message.type is MessageType.ABORT:
             self._learn(abort=str(fields.get("reason", "")))
         elif message.type is MessageType.END:
-            status = int(fields.get("status", FailureKind.INTERNAL_ERROR.exit_code))
+            status = int(fields.get("status", FailureCause.INTERNAL_ERROR.exit_code))
             self._learn(end=JobOutcome(status, told=str(fields.get("reason", ""))))
 
     def _learn(self, lost: Optional[str] = None, abort: Optional[str] = None, end: Optional[JobOutcome] = None) -> None:

@@ -81,7 +81,7 @@ def await_workers(server: ControlServer, coordination: Coordination) -> None:
     else:
         error = StartupFailed(f"workers {', '.join(missing)} did not take the job's ssh key (see their log and "
                               "output/failure): mpirun cannot reach them")
-    server.end(int(error.exit_code), failure_text(error.kind, str(error)))
+    server.end(int(error.exit_code), failure_text(error.cause, str(error)))
     raise error
 
 

@@ -1,4 +1,4 @@
-"""A job's outcome (`JobOutcome`: status, failure kind, reason, the rank and host to blame), how each
+"""A job's outcome (`JobOutcome`: status, failure cause, reason, the rank and host to blame), how each
 ending becomes one (`describe_program_failure`, `decide`: pure), and rendering it SageMaker's way,
 once (`render`: exit status, `output/failure`, the last log line).
 
@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Union
 
 from ..common.console import log
-from ..errors import FailureKind, ToolkitError
+from ..errors import FailureCause, ToolkitError
 from ..proc.supervise import ProcessResult
 from ..wire.rank_failure import RankFailure, is_consequence
 
@@ -94,7 +94,7 @@ class JobOutcome(NamedTuple):
     """How a job (or this host's part of it) ended. Every role returns one; `render` reports it."""
 
     status: int  # what `train` exits with
-    kind: Union[FailureKind, str, None] = None  # the toolkit's FailureKind, or the program's Python exception
+    cause: Union[FailureCause, str, None] = None  # the toolkit's FailureCause, or the program's Python exception
     what: str = ""  # one line
     stderr_tail: bytes = b""  # the lines worth showing: a crash dump after the traceback is left out
     rank: Optional[int] = None  # the rank (or TF task number) to blame, when one is
@@ -102,19 +102,19 @@ class JobOutcome(NamedTuple):
     told: Optional[str] = None  # the reason as the master wrote it (a worker's outcome)
 
     @classmethod
-    def failed(cls, status: int, kind: Union[FailureKind, str], what: str, stderr_tail: bytes = b"",
+    def failed(cls, status: int, cause: Union[FailureCause, str], what: str, stderr_tail: bytes = b"",
                rank: Optional[int] = None, host: Optional[str] = None) -> "JobOutcome":
-        return cls(status, kind, what, stderr_tail, rank, host)
+        return cls(status, cause, what, stderr_tail, rank, host)
 
     @classmethod
-    def of_kind(cls, kind: FailureKind, what: str, stderr_tail: bytes = b"", rank: Optional[int] = None,
+    def of_cause(cls, cause: FailureCause, what: str, stderr_tail: bytes = b"", rank: Optional[int] = None,
                 host: Optional[str] = None) -> "JobOutcome":
-        """A failure the toolkit names, with the status its kind carries."""
-        return cls(kind.exit_code, kind, what, stderr_tail, rank, host)
+        """A failure the toolkit names, with the status its cause carries."""
+        return cls(cause.exit_code, cause, what, stderr_tail, rank, host)
 
     @classmethod
     def of_error(cls, error: ToolkitError) -> "JobOutcome":
-        return cls.of_kind(error.kind, str(error))
+        return cls.of_cause(error.cause, str(error))
 
     @property
     def reason(self) -> str:
@@ -123,7 +123,7 @@ class JobOutcome(NamedTuple):
             return ""
         if self.told is not None:
             return self.told
-        return failure_text(self.kind or FailureKind.INTERNAL_ERROR, self.what, self.stderr_tail)
+        return failure_text(self.cause or FailureCause.INTERNAL_ERROR, self.what, self.stderr_tail)
 
 
 SUCCESS = JobOutcome(0)
@@ -143,10 +143,10 @@ def describe_program_failure(result: ProcessResult, program: str) -> JobOutcome:
     if result.term_signal is not None:
         what = f"program {program} was killed by {signal_name(result.term_signal)} (exit status {result.exit_code})"
         if result.killed_after_grace:
-            return JobOutcome(result.exit_code, FailureKind.PROGRAM_KILLED,
+            return JobOutcome(result.exit_code, FailureCause.PROGRAM_KILLED,
                                   f"{what} after {signal_name(result.shutdown_signal or signal.SIGTERM)} and the grace period")
         if result.oom_killed:
-            return JobOutcome(result.exit_code, FailureKind.OUT_OF_MEMORY,
+            return JobOutcome(result.exit_code, FailureCause.OUT_OF_MEMORY,
                               f"{what}; the kernel's OOM killer ran in its container: out of memory",
                               result.stderr_tail)
         crash = uncaught_exception_then_crash(result.stderr_tail) if result.shutdown_signal is None else None
@@ -157,18 +157,18 @@ def describe_program_failure(result: ProcessResult, program: str) -> JobOutcome:
                 f"program {program} raised an uncaught {exception} (status {UNCAUGHT_EXCEPTION_STATUS}); the interpreter "
                 f"then died of {signal_name(result.term_signal)} while it shut down (exit status {result.exit_code})",
                 traceback)
-        return JobOutcome(result.exit_code, FailureKind.PROGRAM_KILLED, what, result.stderr_tail)
+        return JobOutcome(result.exit_code, FailureCause.PROGRAM_KILLED, what, result.stderr_tail)
     what = f"program {program} exited with status {result.exit_code}"
     if result.shutdown_signal is not None:
         what += f" after {signal_name(result.shutdown_signal)}"
-    return JobOutcome(result.exit_code, python_exception(result.stderr_tail) or FailureKind.PROGRAM_ERROR, what,
+    return JobOutcome(result.exit_code, python_exception(result.stderr_tail) or FailureCause.PROGRAM_ERROR, what,
                           result.stderr_tail)
 
 
-def failure_text(kind: Union[FailureKind, str], what: str, stderr_tail: bytes = b"", limit: int = FAILURE_FILE_LIMIT) -> str:
-    """`kind: what`, then as many whole last lines of stderr as fit in `limit` bytes of UTF-8.
-    `kind` is the toolkit's FailureKind, or the name of the program's Python exception."""
-    head = f"{kind.label if isinstance(kind, FailureKind) else kind}: {what}\n"
+def failure_text(cause: Union[FailureCause, str], what: str, stderr_tail: bytes = b"", limit: int = FAILURE_FILE_LIMIT) -> str:
+    """`cause: what`, then as many whole last lines of stderr as fit in `limit` bytes of UTF-8.
+    `cause` is the toolkit's FailureCause, or the name of the program's Python exception."""
+    head = f"{cause.label if isinstance(cause, FailureCause) else cause}: {what}\n"
     room = limit - len(head.encode("utf-8")) - len("stderr (last lines):\n")
     lines = stderr_tail.decode("utf-8", "replace").splitlines()
     kept: list[str] = []
@@ -202,7 +202,7 @@ def decide(view: JobView, where: Callable[[RankFailure], str]) -> JobOutcome:
     cause of the reports; `where(report)` names it), unless it failed only because a lost host ended
     the job; else the lost host; else a worker's program's status; else the program's own failure."""
     if view.stall is not None:
-        return JobOutcome.of_kind(FailureKind.STALLED, view.stall)
+        return JobOutcome.of_cause(FailureCause.STALLED, view.stall)
     if view.program.exit_code == 0 and not (view.final_reports or view.lost or view.failed_done):
         return SUCCESS
     report = view.report
@@ -221,11 +221,11 @@ def decide(view: JobView, where: Callable[[RankFailure], str]) -> JobOutcome:
         what = f"lost worker host {view.lost[0]} during the job"
         if view.program.exit_code != 0:
             what += f"; {view.program_name} then exited with status {view.program.exit_code}"
-        return JobOutcome.of_kind(FailureKind.HOST_LOST, what,
+        return JobOutcome.of_cause(FailureCause.HOST_LOST, what,
                                  view.program.stderr_tail, host=view.lost[0])
     if view.failed_done is not None:
         host, status = view.failed_done
-        return JobOutcome.failed(status, FailureKind.PROGRAM_ERROR,
+        return JobOutcome.failed(status, FailureCause.PROGRAM_ERROR,
                                  f"{view.script} on host {host} ended with status {status}", host=host)
     return describe_program_failure(view.program, view.program_name)
 

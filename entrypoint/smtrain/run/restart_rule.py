@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Sequence
 
-from ..errors import FailureKind
+from ..errors import FailureCause
 from ..wire.progress_file import Counts, InitPhase
 from .outcome import JobOutcome
 
@@ -19,16 +19,16 @@ __all__ = ["Attempt", "AttemptProgress", "NEVER_RESTARTED", "describe_attempts",
 
 # The toolkit's failure kinds no restart can help.
 NEVER_RESTARTED = {
-    FailureKind.CONFIG_ERROR: "a configuration error",
-    FailureKind.CODE_SETUP_FAILED: "the code could not be set up",
-    FailureKind.PROGRAM_NOT_FOUND: "the program was not found",
-    FailureKind.PROGRAM_NOT_EXECUTABLE: "the program cannot be executed",
-    FailureKind.PEERS_UNREACHABLE: "hosts of the job could not be reached",
-    FailureKind.STARTUP_FAILED: "a start-up failure",
-    FailureKind.INTERNAL_ERROR: "an internal error",
-    FailureKind.OUT_OF_MEMORY: "out of memory: a restart would run out again",
-    FailureKind.HOST_LOST: "a host was lost",
-    FailureKind.MASTER_LOST: "the master was lost",
+    FailureCause.CONFIG_ERROR: "a configuration error",
+    FailureCause.CODE_SETUP_FAILED: "the code could not be set up",
+    FailureCause.PROGRAM_NOT_FOUND: "the program was not found",
+    FailureCause.PROGRAM_NOT_EXECUTABLE: "the program cannot be executed",
+    FailureCause.PEERS_UNREACHABLE: "hosts of the job could not be reached",
+    FailureCause.STARTUP_FAILED: "a start-up failure",
+    FailureCause.INTERNAL_ERROR: "an internal error",
+    FailureCause.OUT_OF_MEMORY: "out of memory: a restart would run out again",
+    FailureCause.HOST_LOST: "a host was lost",
+    FailureCause.MASTER_LOST: "the master was lost",
 }
 
 
@@ -63,11 +63,11 @@ def why_not_restart(attempts: Sequence[Attempt], max_restarts: int, stopping: Op
     """None when the last attempt's failure is restarted; else why not. `stopping`: the shutdown
     signal `train` got, if any."""
     last = attempts[-1]
-    kind = last.outcome.kind
+    cause = last.outcome.cause
     if stopping is not None:
         return f"train was asked to stop ({stopping})"
-    if isinstance(kind, FailureKind) and kind in NEVER_RESTARTED:
-        return NEVER_RESTARTED[kind]
+    if isinstance(cause, FailureCause) and cause in NEVER_RESTARTED:
+        return NEVER_RESTARTED[cause]
     if not last.progressed:
         return "the program failed before any progress"
     if len(attempts) >= 2:

@@ -10,7 +10,7 @@ from typing import Optional
 
 from ..common.console import log
 from ..config.defaults import STACK_DUMP_WAIT_S
-from ..errors import FailureKind
+from ..errors import FailureCause
 from ..proc.rank_progress import ProgressFile, dump_stacks
 from ..proc.supervise import supervise
 from ..rank.launcher import with_startup_hook
@@ -59,7 +59,7 @@ def _attempt(job: HostJob, number: int) -> tuple[JobOutcome, Attempt]:
             dog.stop()
         progress.remove()
     if dog is not None and dog.stall is not None:
-        outcome = JobOutcome.of_kind(FailureKind.STALLED, dog.stall.describe(), host=plan.host)
+        outcome = JobOutcome.of_cause(FailureCause.STALLED, dog.stall.describe(), host=plan.host)
     elif result.exit_code == 0:
         outcome = SUCCESS
     else:

@@ -78,19 +78,19 @@ class Message(NamedTuple):
     fields: Mapping[str, Any]
 
 
-def encode(kind: MessageType, **fields: Any) -> bytes:
+def encode(message_type: MessageType, **fields: Any) -> bytes:
     """A message as one JSON line."""
-    return json.dumps({"type": kind.value, **fields}, separators=(",", ":")).encode() + b"\n"
+    return json.dumps({"type": message_type.value, **fields}, separators=(",", ":")).encode() + b"\n"
 
 
 def decode(line: bytes) -> Message:
     """A JSON line as a message; ValueError when it is not one."""
     try:
         raw = json.loads(line)
-        kind = MessageType(raw.pop("type"))
+        message_type = MessageType(raw.pop("type"))
     except (ValueError, TypeError, KeyError, AttributeError):
         return Message(MessageType.INVALID, {})
-    return Message(kind, raw)
+    return Message(message_type, raw)
 
 
 class LineReader:
@@ -150,14 +150,14 @@ class ControlClient:
         self._lock = threading.Lock()
 
     @classmethod
-    def open(cls, host: str, port: int, deadline: float, kind: MessageType, /, **fields: Any) -> Optional["ControlClient"]:
-        """Connect (retrying until `deadline`) and say `kind`; None when the server was never reachable."""
-        sock = connect(host, port, deadline, encode(kind, **fields))
+    def open(cls, host: str, port: int, deadline: float, message_type: MessageType, /, **fields: Any) -> Optional["ControlClient"]:
+        """Connect (retrying until `deadline`) and say `message_type`; None when the server was never reachable."""
+        sock = connect(host, port, deadline, encode(message_type, **fields))
         return None if sock is None else cls(sock)
 
-    def send(self, kind: MessageType, /, **fields: Any) -> bool:
+    def send(self, message_type: MessageType, /, **fields: Any) -> bool:
         """Send one message; False when the connection is broken (the next `receive` tells how)."""
-        data = encode(kind, **fields)
+        data = encode(message_type, **fields)
         with self._lock:
             try:
                 self.sock.sendall(data)

@@ -50,9 +50,9 @@ class PipeAssignment(NamedTuple):
         return cls(str(channel), PipeMode(mode), RecordFormat(fmt), str(prefix), bool(rest[0]) if rest else False)
 
 
-def pipe_variable(kind: str, channel: str) -> str:
-    """The name of a channel's variable: kind "" (the prefix), "FORMAT", "MODE" or "SHUFFLED"."""
-    return f"SM_PIPE_{kind + '_' if kind else ''}{channel.upper()}"
+def pipe_variable(suffix: str, channel: str) -> str:
+    """The name of a channel's variable: suffix "" (the prefix), "FORMAT", "MODE" or "SHUFFLED"."""
+    return f"SM_PIPE_{suffix + '_' if suffix else ''}{channel.upper()}"
 
 
 def pipe_env(assignments: Sequence[PipeAssignment], local_rank: int, rank: int = 0) -> dict[str, str]:

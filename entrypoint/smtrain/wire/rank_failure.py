@@ -56,8 +56,8 @@ class RankFailure(NamedTuple):
             raise ValueError(f"not a rank report: {e}") from None
 
 
-def _optional(value: Any, kind: type) -> Any:
-    return None if value is None else kind(value)
+def _optional(value: Any, convert: type) -> Any:
+    return None if value is None else convert(value)
 
 
 def is_consequence(report: RankFailure) -> bool:
