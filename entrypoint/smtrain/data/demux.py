@@ -54,7 +54,7 @@ from .fingerprints import Fingerprints, fingerprint
 from .record_reader import CorruptRecord, Frames, RecordSplitter, payload, write_pieces, write_spans
 from .spliced import SplicedSource
 
-__all__ = ["BLOCK_BYTES", "MAX_BLOCK", "PIPE_SIZE", "ROUND_BYTES", "SAMPLE_RECORDS", "EpochResult", "Span", "block_for",
+__all__ = ["BLOCK_BYTES", "MAX_BLOCK", "PIPE_SIZE", "ROUND_BYTES", "SAMPLE_RECORDS", "Dealer", "EpochResult", "Span", "block_for",
     "consumed_before_restart", "deal", "demux_epoch", "main", "run", "settle_readers"]
 
 PIPE_SIZE = 1 << 20  # per rank: smooths out the dealing without holding much
@@ -165,9 +165,8 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
             if fds[rank] is None:
                 log(f"{targets[rank].name}: rank {rank} did not open its FIFO within {rank_wait_s:g} s; dropping it")
     live = [r for r, fd in fds.items() if fd is not None]
-    counts = {r: 0 for r in live}
     if not live:
-        return EpochResult(counts, tuple(fds))
+        return EpochResult({}, tuple(fds))
     try:
         src = open_fifo(str(source), source_wait_s, PIPE_SIZE)  # fewer, larger reads from the source
     except PipeError:
@@ -177,117 +176,157 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
         raise
     if len(live) == 1 and drop is None:
         return _pass_through(src, live[0], fds, targets[live[0]].name)
-    splitter = RecordSplitter(fmt, check_crc=False)  # the ranks check CRCs; here only framing matters
-    # Dealt blocks move from the source to the ranks' FIFOs in the kernel (smtrain.data.spliced) where
-    # the source is a pipe; a resumed shuffled epoch, which leaves records out, writes what it keeps.
-    spliced = SplicedSource.open(src, PIPE_SIZE) if drop is None else None
-    block = 0
-    left_over = 0
+    dealer = Dealer(source, src, fds, {r: t.name for r, t in targets.items()}, fmt, splice=drop is None)
+    try:
+        if drop is not None:
+            dealer.deal_kept(drop)
+        else:
+            dealer.deal_all()
+    except CorruptRecord as e:
+        dealer.pass_on_corrupt(e)
+    finally:
+        dealer.close()
+    return EpochResult(dealer.counts, tuple(r for r, fd in fds.items() if fd is None), dealer.left_over)
 
-    def fill() -> int:
-        return splitter.fill_from(src) if spliced is None else spliced.fill(splitter)
 
-    def unsplice() -> None:
+class Dealer:
+    """One epoch's dealing of a source FIFO to several ranks' FIFOs, in whole rounds.
+
+    The transport is chosen once: blocks spliced from the source in the kernel (smtrain.data.spliced)
+    where the source is a pipe and nothing is left out, else written from the buffer the source is
+    read into; splicing falls back to writing for good where a round outgrows the carry pipe, and at
+    the epoch's end."""
+
+    def __init__(self, source: Path, src: int, fds: dict[int, Optional[int]], names: dict[int, str],
+                 fmt: RecordFormat, splice: bool) -> None:
+        self.source, self.src, self.fmt = source, src, fmt
+        self.fds = fds  # each rank's FIFO, open for writing; None once the rank is dropped
+        self.names = names  # each rank's FIFO's name, for the log
+        self.live = [r for r, fd in fds.items() if fd is not None]  # the ranks still dealt to, in order
+        self.counts = {r: 0 for r in self.live}  # records dealt to each rank
+        self.left_over = 0  # records at the epoch's end too few for one more round, not dealt
+        self.splitter = RecordSplitter(fmt, check_crc=False)  # the ranks check CRCs; here only framing matters
+        self.spliced: Optional[SplicedSource] = SplicedSource.open(src, PIPE_SIZE) if splice else None
+
+    # -- the transport --------------------------------------------------------------------------------
+    def fill(self) -> int:
+        """Read more of the source into the splitter; 0 at its end."""
+        return self.splitter.fill_from(self.src) if self.spliced is None else self.spliced.fill(self.splitter)
+
+    def unsplice(self) -> None:
         """From here on, the plain path: the source read, the ranks written."""
-        nonlocal spliced
-        if spliced is not None:
-            spliced.release()
-            spliced = None
+        if self.spliced is not None:
+            self.spliced.release()
+            self.spliced = None
 
-    def drop_rank(rank: int) -> None:
-        log(f"{targets[rank].name}: rank {rank} went away; dropping it")
-        os.close(fds[rank])  # type: ignore[arg-type]
-        fds[rank] = None
-        live.remove(rank)
+    def drop_rank(self, rank: int) -> None:
+        """A rank that went away: its FIFO closed, dealt nothing more."""
+        log(f"{self.names[rank]}: rank {rank} went away; dropping it")
+        os.close(self.fds[rank])  # type: ignore[arg-type]
+        self.fds[rank] = None
+        self.live.remove(rank)
 
-    def write(rank: int, pieces: list) -> None:
+    def write(self, rank: int, pieces: list) -> None:
+        """Write `pieces` to a rank's FIFO; a rank that went away is dropped."""
         try:
-            write_pieces(fds[rank], pieces)  # type: ignore[arg-type]
+            write_pieces(self.fds[rank], pieces)  # type: ignore[arg-type]
         except BrokenPipeError:
-            drop_rank(rank)
+            self.drop_rank(rank)
 
-    def send(found: Frames, count: int, block: int) -> None:
-        dealt = deal(found, count, list(live), block)
+    def send(self, found: Frames, count: int, block: int) -> None:
+        """The first `count` records of `found` (whole rounds) dealt in blocks of `block`."""
+        dealt = deal(found, count, list(self.live), block)
         for rank, spans in dealt.items():
-            counts[rank] += block * len(spans)
+            self.counts[rank] += block * len(spans)
+        spliced = self.spliced
         if spliced is not None:  # in the stream's order: round after round
             for spans in zip(*dealt.values()):
                 for rank, (a, b) in zip(dealt, spans):
-                    fd = fds[rank]
+                    fd = self.fds[rank]
                     left = spliced.move(spliced.devnull if fd is None else fd, b - a)
                     if left:
-                        drop_rank(rank)
+                        self.drop_rank(rank)
                         spliced.move(spliced.devnull, left)
             return
-        with splitter.view() as view:
+        with self.splitter.view() as view:
             for rank, spans in dealt.items():
-                write(rank, [view[a:b] for a, b in spans])
+                self.write(rank, [view[a:b] for a, b in spans])
 
-    def send_kept(found: Sequence[Span], carry: list[bytes]) -> list[bytes]:
-        """The records of `found` not in `drop`, after `carry`, dealt one by one in whole rounds;
-        the rest of the last round comes back as copies (spans do not outlive the next read)."""
-        assert drop is not None
-        with splitter.view() as view:
-            pieces = carry + [view[a:b] for a, b in found if not drop.take(fingerprint(payload(fmt, view, (a, b))))]
-            ranks = list(live)
+    # -- the epoch ------------------------------------------------------------------------------------
+    def deal_all(self) -> None:
+        """The whole stream in rounds of blocks fixed by its first records; the last, unfinished round
+        in equal blocks of what is left (what is left then, fewer than one per rank: `left_over`)."""
+        splitter, block = self.splitter, 0
+        while self.live and self.fill():
+            found = splitter.frames()
+            if found.count:
+                block = block or block_for(found, len(self.live))
+                whole = found.count - found.count % (block * len(self.live)) if block else 0  # whole rounds only
+                if whole < found.count:
+                    splitter.rewind(found.start_of(whole))  # an unfinished round waits for more records
+                if whole:
+                    self.send(found, whole, block)
+            if self.spliced is not None and not self.spliced.hold():
+                log(f"{self.source}: an unfinished round is larger than the carry pipe; copying from here on")
+                self.unsplice()
+            if splitter.failed:  # no more whole records will come: the rest goes to a rank below
+                break
+        self.unsplice()  # the end (or corruption): the last round is dealt from the buffer
+        splitter.end_last_line()
+        rest = splitter.frames() if self.live else Frames(0, [], 0)
+        share = rest.count // len(self.live) if self.live else 0
+        if share:  # the last round: equal blocks of what is left
+            self.send(rest, share * len(self.live), share)
+        self.left_over = rest.count - share * len(self.live)
+        splitter.finish()
+
+    def deal_kept(self, drop: Fingerprints) -> None:
+        """A resumed shuffled epoch: the records not in `drop`, dealt one by one in whole rounds (no
+        rewinding: each record is judged once)."""
+        splitter = self.splitter
+        carry: list[bytes] = []
+        while self.live and splitter.fill_from(self.src):
+            carry = self._send_kept(splitter.frame_spans(), carry, drop)
+            if splitter.failed:
+                break
+        splitter.end_last_line()
+        self.left_over = len(self._send_kept(splitter.frame_spans(), carry, drop)) if self.live else 0
+        splitter.finish()
+
+    def _send_kept(self, found: Sequence[Span], carry: list[bytes], drop: Fingerprints) -> list[bytes]:
+        """The records of `found` not in `drop`, after `carry`, dealt in whole rounds; the rest of the
+        last round comes back as copies (spans do not outlive the next read)."""
+        with self.splitter.view() as view:
+            pieces = carry + [view[a:b] for a, b in found if not drop.take(fingerprint(payload(self.fmt, view, (a, b))))]
+            ranks = list(self.live)
             whole = len(pieces) - len(pieces) % len(ranks)
             for i, rank in enumerate(ranks):
-                counts[rank] += len(pieces[i:whole:len(ranks)])
-                write(rank, pieces[i:whole:len(ranks)])
+                self.counts[rank] += len(pieces[i:whole:len(ranks)])
+                self.write(rank, pieces[i:whole:len(ranks)])
             rest = [bytes(p) for p in pieces[whole:]]
             del pieces  # no slice of the buffer may outlive the view
         return rest
 
-    try:
-        if drop is not None:  # a resumed shuffled epoch: no rewinding (each record is judged once)
-            carry: list[bytes] = []
-            while live and splitter.fill_from(src):
-                carry = send_kept(splitter.frame_spans(), carry)
-                if splitter.failed:
-                    break
-            splitter.end_last_line()
-            left_over = len(send_kept(splitter.frame_spans(), carry)) if live else 0
-        else:
-            while live and fill():
-                found = splitter.frames()
-                if found.count:
-                    block = block or block_for(found, len(live))
-                    whole = found.count - found.count % (block * len(live)) if block else 0  # whole rounds only
-                    if whole < found.count:
-                        splitter.rewind(found.start_of(whole))  # an unfinished round waits for more records
-                    if whole:
-                        send(found, whole, block)
-                if spliced is not None and not spliced.hold():
-                    log(f"{source}: an unfinished round is larger than the carry pipe; copying from here on")
-                    unsplice()
-                if splitter.failed:  # no more whole records will come: the rest goes to a rank below
-                    break
-            unsplice()  # the end (or corruption): the last round is dealt from the buffer
-            splitter.end_last_line()
-            rest = splitter.frames() if live else Frames(0, [], 0)
-            share = rest.count // len(live) if live else 0
-            if share:  # the last round: equal blocks of what is left
-                send(rest, share * len(live), share)
-            left_over = rest.count - share * len(live)
-        splitter.finish()
-    except CorruptRecord as e:
-        # The ranks must not take a cut-short epoch for a whole one: the next rank gets the bad bytes,
-        # so its own reader fails with a clear error, and the job with it.
-        log(f"{source}: {e}; passing the rest to rank {live[0] if live else '-'}, whose reader will fail")
+    def pass_on_corrupt(self, error: CorruptRecord) -> None:
+        """The ranks must not take a cut-short epoch for a whole one: the next rank gets the bad bytes,
+        so its own reader fails with a clear error, and the job with it."""
+        live = self.live
+        log(f"{self.source}: {error}; passing the rest to rank {live[0] if live else '-'}, whose reader will fail")
         if live:
-            with splitter.view() as view:
+            with self.splitter.view() as view:
                 try:
-                    write_spans(fds[live[0]], view, [splitter.leftover_span()])  # type: ignore[arg-type]
+                    write_spans(self.fds[live[0]], view, [self.splitter.leftover_span()])  # type: ignore[arg-type]
                 except BrokenPipeError:
                     pass
-    finally:
-        if spliced is not None:
-            spliced.close()
-        os.close(src)
-        for fd in fds.values():
+
+    def close(self) -> None:
+        """The source, the carry pipe and every rank's FIFO closed."""
+        if self.spliced is not None:
+            self.spliced.close()
+        os.close(self.src)
+        for fd in self.fds.values():
             if fd is not None:
                 os.close(fd)
-    return EpochResult(counts, tuple(r for r, fd in fds.items() if fd is None), left_over)
 
 
 def _pass_through(src: int, rank: int, fds: dict[int, Optional[int]], name: str) -> EpochResult:

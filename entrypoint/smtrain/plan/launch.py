@@ -18,7 +18,7 @@ from .coordination import Coordination
 from .kind import Kind, KindInputs
 from .kinds import choose
 from .localmode import checkpoint_carry, emulated_channels, feeder_command
-from .program import plan_program
+from .program import ProgramLaunch, plan_program
 from .restart_policy import RestartPolicy, restart_policy
 from .shape import JobShape, Role
 from .smenv import process_env_vars, sm_env_vars

@@ -104,6 +104,43 @@ def parent_death_signal(signum: int) -> Callable[[], None]:
     return lambda: linux.set_parent_death_signal(signum, parent)
 
 
+def _wait_for_end(pid: int, waker: SignalWaker, forward: Callable[[int, int], None], grace_period_s: float,
+                  spare: Sequence[int], on_wake: Optional[Callable[[], Optional[str]]]
+                  ) -> tuple[int, Optional[int], Optional[float], bool]:
+    """Until the program `pid` has ended, signals passed on and the job's end carried out (see
+    `supervise`): its wait status, the shutdown signal received, when the time to stop ends (None:
+    no end was asked for, or SIGKILL was sent), and whether the tree got SIGKILL."""
+    shutdown: Optional[int] = None
+    deadline: Optional[float] = None
+    killed = False
+    while True:
+        status = _reap(pid)
+        if status is not None:
+            return status, shutdown, deadline, killed
+        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+        for signum in waker.wait(timeout):
+            if signum == signal.SIGCHLD:
+                continue
+            if signum == WAKE:
+                reason = on_wake() if on_wake is not None else None
+                abort_at = time.monotonic() + ABORT_GRACE_S
+                if reason and (deadline is None or deadline > abort_at):
+                    log(f"{reason}: ending the job (SIGTERM now, SIGKILL after {ABORT_GRACE_S:g} s)")
+                    forward(pid, signal.SIGTERM)
+                    deadline = abort_at
+                continue
+            forward(pid, signum)
+            if signum in SHUTDOWN_SIGNALS and shutdown is None:
+                shutdown = signum
+                deadline = time.monotonic() + grace_period_s
+                log(f"received {signal.Signals(signum).name}: forwarded to the program; "
+                    f"grace period {grace_period_s:g} s before SIGKILL")
+        if deadline is not None and time.monotonic() >= deadline:
+            log("the time to stop is over: sending SIGKILL to the program")
+            signal_tree(pid, signal.SIGKILL, spare)
+            killed, deadline = True, None
+
+
 def supervise(
     argv: Sequence[str],
     env: Mapping[str, str],
@@ -147,36 +184,7 @@ def supervise(
     if on_started is not None:
         spare.extend(on_started())
 
-    status: Optional[int] = None
-    shutdown: Optional[int] = None
-    deadline: Optional[float] = None
-    killed = False
-    while True:
-        status = _reap(proc.pid)
-        if status is not None:
-            break
-        timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
-        for signum in waker.wait(timeout):
-            if signum == signal.SIGCHLD:
-                continue
-            if signum == WAKE:
-                reason = on_wake() if on_wake is not None else None
-                abort_at = time.monotonic() + ABORT_GRACE_S
-                if reason and (deadline is None or deadline > abort_at):
-                    log(f"{reason}: ending the job (SIGTERM now, SIGKILL after {ABORT_GRACE_S:g} s)")
-                    forward(proc.pid, signal.SIGTERM)
-                    deadline = abort_at
-                continue
-            forward(proc.pid, signum)
-            if signum in SHUTDOWN_SIGNALS and shutdown is None:
-                shutdown = signum
-                deadline = time.monotonic() + grace_period_s
-                log(f"received {signal.Signals(signum).name}: forwarded to the program; "
-                    f"grace period {grace_period_s:g} s before SIGKILL")
-        if deadline is not None and time.monotonic() >= deadline:
-            log("the time to stop is over: sending SIGKILL to the program")
-            signal_tree(proc.pid, signal.SIGKILL, spare)
-            killed, deadline = True, None
+    status, shutdown, deadline, killed = _wait_for_end(proc.pid, waker, forward, grace_period_s, spare, on_wake)
 
     exit_code = os.waitstatus_to_exitcode(status)
     proc.returncode = exit_code  # reaped here, not by Popen.wait(): tell Popen so it does not try

@@ -1,108 +1,27 @@
-"""Checkpoints that survive spot interruptions, and resume mid-epoch in Pipe mode.
-
-    from smtrain.checkpoints import CheckpointStore, PipePosition, StopSignal, all_positions
-
-    store = CheckpointStore(keep=3)                  # SM_CHECKPOINT_DIR; only rank 0 writes
-    store = CheckpointStore(keep=3, asynchronous=True)   # save() returns once the state is in memory
-    state = tf.train.Checkpoint(model=model, optimizer=optimizer)
-    restored = store.restore(state)                  # the newest complete checkpoint, or None
-    stop = StopSignal()                              # SIGTERM (spot interruption) sets it
-    ...
-    positions = all_positions({"train": PipePosition(epoch, consumed)})   # every rank's, in rank order
-    store.save(step, state, pipe_positions=positions)
-    if stop.agreed():                                # every rank stops at the same step
-        store.save(step, state, pipe_positions=...); sys.exit(0)
-
-(Named CheckpointStore, not CheckpointManager: its constructor is not tf.train.CheckpointManager's.)
-
-Folder layout (SageMaker syncs it with S3, also on spot restarts):
-
-    ckpt-000000001200/            a complete checkpoint, visible only once whole:
-        MANIFEST.json             written last: step, every file's size and CRC32C, Pipe positions, extra
-        state.index, state.data-00000-of-00001 ...    (what the saved object wrote)
-    .incomplete-ckpt-000000001300-<pid>/   being written, or torn by a kill: ignored, later removed
-
-A checkpoint is written aside and renamed into place (with fsyncs), so a kill at any moment leaves
-either the old newest checkpoint or the new one. It is published only when its saver's every file is
-there (for a tf.train.Checkpoint: the index and each data shard): a write that failed - a full disk,
-an I/O error, TensorFlow's asynchronous writer failing in its own thread - raises
-`CheckpointWriteError` from `save()` or `wait()` (naming the folder, the free space and the sizes),
-and its folder is removed at once. Before writing, the store prunes what keep-last-N would prune after
-it when the free space is short of the newest checkpoint's size, so a save that fits once the oldest
-checkpoint goes does not fail; the newest is never removed to make room.
-
-At start the newest checkpoint that loads is restored: one whose manifest, sizes or CRCs do not check
-out (e.g. half-synced from S3), that lists no files, or whose restore raises is skipped with a
-warning and the next older one tried; when none loads the job starts fresh and says so.
-Anything else in the folder is not this manager's: it is reported and never touched (TensorFlow's own
-`tf.train.CheckpointManager` files beside the store included).
-
-Channels with a ShuffleConfig: `all_positions` also gathers each rank's fingerprints of the records
-it consumed in its current epoch (smtrain.pipes keeps them), rank 0 stores them as
-`pipes/<channel>.rank<r>.fp`, and restoring hands each rank its own, so that the restarted job's
-`pipes.records(channel, 0, skip=n)` drops exactly those records whatever order FIFO 0 brings them in
-(the host's demultiplexer does the same for all its ranks).
-
-Asynchronous stores: `save()` returns once the state is copied to host memory (TensorFlow's
-asynchronous checkpoint write, for a `tf.train.Checkpoint`); writing, fsyncs, CRCs, the manifest and
-the rename happen in a background thread. At most one save is in flight: a second `save()` waits
-until the first is durable (none is dropped). `wait()` waits for the one in flight and raises its
-error; the thread is not a daemon, so a program that saves on SIGTERM and exits still completes it.
-A background save that failed and was never raised by `save()` or `wait()` ends the program with
-status 1 and its traceback when the interpreter exits, so the job's failure names it.
-"""
+"""The checkpoint folder as a store: atomic saves (written aside, fsynced, CRC-checked, renamed into
+place), the newest complete checkpoint restored, keep-last-N pruning and room made before a save.
+The asynchronous writer it may hand a save to is `background`; nothing here is a collective or a
+signal."""
 from __future__ import annotations
 
-import atexit
 import errno as errnos
 import json
 import os
 import shutil
-import signal
-import sys
-import threading
 import time
-import traceback
-from array import array
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from . import pipes, progress
-from .data.checkpoint_folder import (
+from .. import pipes, progress
+from ..data.checkpoint_folder import (
     FORMAT, MANIFEST, STATE_PREFIX, Checkpoint, CheckpointFolder, PipePosition, file_crc, fingerprint_file,
 )
-from .data.checkpoint_write import CheckpointWriteError, folder_bytes, free_bytes, human_bytes, missing_state_files
-from .data.fingerprints import to_bytes
-from .data.journal import ReadJournal
-from .common.frameworks import running_horovod
+from ..data.checkpoint_write import CheckpointWriteError, folder_bytes, free_bytes, human_bytes, missing_state_files
+from ..data.journal import ReadJournal
+from .background import BackgroundSave, async_options, is_tf_checkpoint, tf_sync
+from .positions import own_fingerprints, resume_pipes
 
-__all__ = [
-    "AllPositions", "Checkpoint", "CheckpointStore", "CheckpointWriteError", "PipePosition", "StopSignal",
-    "all_positions", "shared_restore",
-]
-
-
-class AllPositions(list):
-    """Every rank's Pipe positions ({channel: PipePosition}, in rank order), as `all_positions` gives
-    them, with the fingerprints of the records each rank consumed of its shuffled channels'
-    current epochs (smtrain.data.fingerprints: {channel: little-endian u64s})."""
-
-    def __init__(self, positions: Sequence[Mapping[str, PipePosition]], fingerprints: Sequence[Mapping[str, bytes]]):
-        super().__init__(positions)
-        self.fingerprints = list(fingerprints)
-
-
-def _own_fingerprints(local: Mapping[str, PipePosition], journal: ReadJournal) -> dict[str, bytes]:
-    """This rank's consumed fingerprints of its shuffled channels at `local` (from its reader's journal)."""
-    return {c: to_bytes(f) for c, p in local.items() if (f := journal.consumed(c, p.consumed)) is not None}
-
-
-def _resume_pipes(consumed: Mapping[str, "array[int]"], journal: ReadJournal) -> None:
-    """Hand consumed fingerprints to the reader's journal, whose next read of each such channel's
-    FIFO 0 drops those records (see smtrain.pipes.records)."""
-    for channel, fingerprints in consumed.items():
-        journal.resume_from(channel, fingerprints)
-
+__all__ = ["ROOM_MARGIN", "ROOM_SLACK_BYTES", "CheckpointStore", "Writer"]
 
 Writer = Union[Callable[[Path], None], Any]  # a function of the folder, or an object with .write(prefix)
 
@@ -115,51 +34,9 @@ def _fsync(path: Path) -> None:
         os.close(fd)
 
 
-def _is_tf_checkpoint(state: Any) -> bool:
-    return type(state).__module__.startswith("tensorflow") and hasattr(state, "sync")
-
-
-def _tf_sync(state: Any) -> None:
-    """Until TensorFlow's asynchronous write of `state` has ended, raising what it failed with:
-    TensorFlow's own sync() keeps its writer thread's error for the next write to raise (2.18-2.21)."""
-    state.sync()
-    check = getattr(getattr(state, "_async_checkpointer_impl", None), "_check_async_thread_error", None)
-    if check is not None:
-        check()
-
-
-def _async_options() -> Any:
-    import tensorflow as tf
-
-    return tf.train.CheckpointOptions(enable_async=True)
-
-
 # A save prunes first when free space < ROOM_MARGIN x the newest checkpoint + ROOM_SLACK_BYTES.
 ROOM_MARGIN = 1.25
 ROOM_SLACK_BYTES = 1 << 20
-
-# Background saves that failed and that no save() or wait() has raised yet (see _exit_if_unreported).
-_UNREPORTED: list[CheckpointWriteError] = []
-_EXIT_WATCHED = threading.Event()
-_exit_watch_lock = threading.Lock()
-
-
-def _exit_if_unreported() -> None:
-    """At interpreter exit (after non-daemon threads, so after the last background save): a failed
-    background save nobody raised ends the program with status 1 and its traceback, as an uncaught
-    exception would, rather than letting a job whose last checkpoint was lost succeed."""
-    if _UNREPORTED:
-        traceback.print_exception(_UNREPORTED[0])
-        for stream in (sys.stdout, sys.stderr):  # os._exit does not flush what the program printed
-            stream.flush()
-        os._exit(1)
-
-
-def _watch_exit() -> None:
-    with _exit_watch_lock:
-        if not _EXIT_WATCHED.is_set():
-            atexit.register(_exit_if_unreported)
-            _EXIT_WATCHED.set()
 
 
 def _cause_errno(error: BaseException) -> Optional[int]:
@@ -187,8 +64,7 @@ class CheckpointStore(CheckpointFolder):
         self.journal = pipes.JOURNAL if journal is None else journal
         # save() returns once the state is in host memory; a thread makes it durable (see wait())
         self.asynchronous = asynchronous
-        self._in_flight: Optional[threading.Thread] = None
-        self._error: Optional[BaseException] = None
+        self._background = BackgroundSave()
 
     # -- writing -----------------------------------------------------------------------------------
     def save(self, step: int, state: Writer, pipe_positions: Sequence[Mapping[str, PipePosition]] = (),
@@ -212,13 +88,13 @@ class CheckpointStore(CheckpointFolder):
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir()
         background = self.asynchronous
-        tf_async = background and _is_tf_checkpoint(state)
+        tf_async = background and is_tf_checkpoint(state)
         writes_state = hasattr(state, "write")
 
         def write() -> None:
             if writes_state and tf_async:
                 # TensorFlow copies every variable to host memory, then writes in its own thread
-                state.write(str(tmp / STATE_PREFIX), options=_async_options())
+                state.write(str(tmp / STATE_PREFIX), options=async_options())
             elif writes_state:
                 state.write(str(tmp / STATE_PREFIX))
             else:
@@ -230,16 +106,13 @@ class CheckpointStore(CheckpointFolder):
 
         def make_durable() -> None:
             if tf_async:
-                _tf_sync(state)
+                tf_sync(state)
             self._finish(step, tmp, final, ranks, dict(extra or {}), writes_state)
 
         if not background:
             self._attempt(step, tmp, make_durable)
             return final
-        _watch_exit()
-        self._in_flight = threading.Thread(target=self._run_in_background, args=(step, tmp, make_durable),
-                                           name=f"checkpoint-{step}")  # not a daemon: exit waits for it
-        self._in_flight.start()
+        self._background.start(f"checkpoint-{step}", lambda: self._attempt(step, tmp, make_durable))
         return final
 
     def _attempt(self, step: int, tmp: Path, action: Callable[[], None]) -> None:
@@ -278,7 +151,7 @@ class CheckpointStore(CheckpointFolder):
         own positions (index 0) from its reader."""
         gathered = getattr(pipe_positions, "fingerprints", None)
         if gathered is None:
-            gathered = [_own_fingerprints(pipe_positions[0] if pipe_positions else {}, self.journal)]
+            gathered = [own_fingerprints(pipe_positions[0] if pipe_positions else {}, self.journal)]
         for rank, channels in enumerate(gathered):
             for channel, data in channels.items():
                 path = folder / fingerprint_file(channel, rank)
@@ -288,22 +161,7 @@ class CheckpointStore(CheckpointFolder):
     def wait(self) -> None:
         """Until the save in flight (asynchronous stores) is durable; raises what it failed with
         (a CheckpointWriteError, its cause chained)."""
-        thread, self._in_flight = self._in_flight, None
-        if thread is not None:
-            thread.join()
-        error, self._error = self._error, None
-        if error is not None:
-            if error in _UNREPORTED:
-                _UNREPORTED.remove(error)
-            raise error
-
-    def _run_in_background(self, step: int, tmp: Path, make_durable: Callable[[], None]) -> None:
-        try:
-            self._attempt(step, tmp, make_durable)
-        except BaseException as e:  # handed to the next save() or wait(), else reported at exit
-            self._error = e
-            if isinstance(e, CheckpointWriteError):
-                _UNREPORTED.append(e)
+        self._background.wait()
 
     def _finish(self, step: int, tmp: Path, final: Path, ranks: list[dict], extra: dict, writes_state: bool) -> None:
         """Check the saver wrote everything, fsync and CRC every file, write the manifest, rename into
@@ -382,7 +240,7 @@ class CheckpointStore(CheckpointFolder):
                 self._log(f"skipping checkpoint {checkpoint.path}: {problem}; trying the next older one")
                 continue
             self._log(f"restored step {checkpoint.step} from {checkpoint.path}")
-            _resume_pipes(checkpoint.consumed(self.rank), self.journal)
+            resume_pipes(checkpoint.consumed(self.rank), self.journal)
             return checkpoint
         self._log(f"no checkpoint in {self.directory} could be restored (of {tried} tried): starting fresh"
                   if tried else f"no checkpoint in {self.directory}: starting fresh")
@@ -400,60 +258,3 @@ class CheckpointStore(CheckpointFolder):
         except Exception as e:
             return f"reading it raised {type(e).__name__}: {next(iter(str(e).strip().splitlines()), '')[:300]}"
         return None
-
-
-class StopSignal:
-    """Set by SIGTERM (a spot interruption, or `docker stop`): finish the step, save, exit 0.
-
-    `agreed()` makes every Horovod rank stop at the same step (an allreduce of the flag), so the
-    ranks' collective operations stay in step; without Horovod it is the local flag."""
-
-    def __init__(self, signals: tuple[int, ...] = (signal.SIGTERM,)) -> None:
-        self.requested = False
-        for signum in signals:
-            signal.signal(signum, self._handle)
-
-    def _handle(self, signum: int, frame: object) -> None:
-        self.requested = True
-
-    def agreed(self) -> bool:
-        hvd = running_horovod()
-        if hvd is None:
-            return self.requested
-        import tensorflow as tf
-
-        return bool(hvd.allreduce(tf.constant(int(self.requested)), op=hvd.Max, name="smtrain_stop").numpy())
-
-
-def all_positions(local: Mapping[str, PipePosition], journal: Optional[ReadJournal] = None) -> AllPositions:
-    """Every rank's Pipe positions, in rank order (for rank 0's save); this rank's alone without
-    Horovod. For channels with a ShuffleConfig each rank's consumed fingerprints come along (from
-    `journal`, by default this process's reader's)."""
-    mine = _own_fingerprints(local, pipes.JOURNAL if journal is None else journal)
-    hvd = running_horovod()
-    if hvd is None:
-        return AllPositions([dict(local)], [mine])
-    gathered = hvd.allgather_object(({c: tuple(p) for c, p in local.items()}, mine))
-    return AllPositions([{c: PipePosition(*p) for c, p in r.items()} for r, _ in gathered], [f for _, f in gathered])
-
-
-def shared_restore(store: CheckpointStore, state: Optional[Any] = None) -> Optional[Checkpoint]:
-    """Rank 0 restores; every rank gets the same checkpoint (its step, positions, extra) and, with
-    Horovod, rank 0's variables are broadcast by the caller as usual (hvd.broadcast_variables).
-    Each rank's consumed fingerprints of shuffled channels go to its reader's journal (`store.journal`)."""
-    hvd = running_horovod()
-    checkpoint = store.restore(state) if hvd is None or hvd.rank() == 0 else None
-    if hvd is None:
-        return checkpoint
-    shared = hvd.broadcast_object(checkpoint and (checkpoint.step, str(checkpoint.path),
-                                                   [{c: tuple(p) for c, p in r.items()} for r in checkpoint.pipes],
-                                                   dict(checkpoint.extra),
-                                                   [checkpoint.consumed(r) for r in range(len(checkpoint.pipes))]),
-                                  root_rank=0)
-    if shared is None:
-        return None
-    step, path, positions, extra, consumed = shared
-    restored = Checkpoint(step, Path(path), tuple({c: PipePosition(*p) for c, p in r.items()} for r in positions), extra)
-    if hvd.rank() != 0 and hvd.rank() < len(consumed):  # rank 0's own restore handed it its own
-        _resume_pipes(consumed[hvd.rank()], store.journal)
-    return restored
