@@ -31,14 +31,17 @@ class MetricsCallback(keras.callbacks.Callback):
         self.step = 0
 
     def on_train_batch_begin(self, batch: int, logs: Optional[dict] = None) -> None:
+        """A sign of progress for the stall watchdog (smtrain.progress)."""
         progress.step()
 
     def on_train_batch_end(self, batch: int, logs: Optional[dict] = None) -> None:
+        """Counts the step; every `every_n_batches` steps, a metric line of the batch's logs."""
         self.step += 1
         if self.printing and self.every_n_batches and self.step % self.every_n_batches == 0:
             log_metrics(step=self.step, **{k: float(v) for k, v in (logs or {}).items()})
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        """A metric line of the epoch's logs."""
         if self.printing:
             log_metrics(epoch=epoch, **{k: float(v) for k, v in (logs or {}).items()})
 
@@ -64,6 +67,7 @@ class CheckpointCallback(keras.callbacks.Callback):
         self.store.save(self.step, self.state, pipe_positions=all_positions(mine))
 
     def on_train_batch_end(self, batch: int, logs: Optional[dict] = None) -> None:
+        """Counts the step; when every rank agrees to stop (SIGTERM), saves and stops training."""
         self.step += 1
         progress.alive()
         if self.stop.agreed():
@@ -73,4 +77,5 @@ class CheckpointCallback(keras.callbacks.Callback):
             self._save()
 
     def on_epoch_end(self, epoch: int, logs: Optional[dict] = None) -> None:
+        """Saves at each epoch's end."""
         self._save()

@@ -329,6 +329,11 @@ def _demux_run(tmp_path: Path, epochs: int, per_object: int = 200) -> tuple[Path
     runner = threading.Thread(target=demux.run, args=(data, "c", 2, RecordFormat.TFRECORD, 10.0, 30.0, epochs),
                               daemon=True)
     runner.start()
+    # Ranks start after their demultiplexer, which first clears an earlier attempt's end marks: wait
+    # until it has made its first FIFOs, or a rank's mark made here could be cleared as stale.
+    deadline = time.monotonic() + 20
+    while not all(Path(f"{demux_prefix(data, 'c', r)}_0").exists() for r in (0, 1)) and time.monotonic() < deadline:
+        time.sleep(0.01)
     return data, records, feeder, runner
 
 

@@ -294,3 +294,47 @@ def test_every_link_between_the_documents_leads_somewhere() -> None:
             elif anchor and path.suffix == ".md" and anchor not in _anchors(path):
                 dead.append(f"{document.relative_to(REPO)}: {target} (no such heading)")
     assert dead == [], "links that lead nowhere:\n" + "\n".join(dead)
+
+
+# -- the size of things ------------------------------------------------------------------------------------------
+def _functions(tree: ast.Module) -> Iterator[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return (n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+
+
+def test_no_function_is_longer_than_80_lines() -> None:
+    """A reader follows a function on one screen or two (nested functions count in their parent)."""
+    long = [f"{name}.{f.name}: {f.end_lineno - f.lineno + 1} lines" for name in MODULES if name.startswith("smtrain")
+            for f in _functions(_tree(name)) if f.end_lineno - f.lineno + 1 > 80]  # type: ignore[operator]
+    assert long == []
+
+
+def test_eight_in_ten_public_methods_have_a_docstring() -> None:
+    """Public methods of public classes say what they are for; an override is documented by the
+    method it overrides in a class of the package (as `inspect.getdoc` reads it)."""
+    classes = {node.name: node for name in MODULES for node in _tree(name).body if isinstance(node, ast.ClassDef)}
+
+    def documented(cls: ast.ClassDef, method: str) -> bool:
+        for node in cls.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == method and ast.get_docstring(node):
+                return True
+        return any(documented(classes[b.id], method) for b in cls.bases if isinstance(b, ast.Name) and b.id in classes)
+
+    public = bare = 0
+    for name in MODULES:
+        for cls in (n for n in _tree(name).body if isinstance(n, ast.ClassDef) and not n.name.startswith("_")):
+            for method in (n for n in cls.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                if not method.name.startswith("_"):
+                    public += 1
+                    bare += not documented(cls, method.name)
+    assert public > 200 and bare <= public // 5, f"{bare} of {public} public methods without a docstring"
+
+
+def test_checkpoint_storage_takes_no_signal_and_calls_no_collective() -> None:
+    """The checkpoints package splits by job: the store and its writer touch no signal and no
+    Horovod collective; the stop flag and the collectives write no file."""
+    storage = ("smtrain.checkpoints.store", "smtrain.checkpoints.background", "smtrain.checkpoints.positions")
+    for name in storage:
+        words = _code_words(name)
+        assert not {"signal", "running_horovod", "allreduce", "allgather_object", "broadcast_object"} & words, name
+    for name in ("smtrain.checkpoints.stop", "smtrain.checkpoints.shared"):
+        assert not {"write_bytes", "fsync", "rename", "rmtree"} & _code_words(name), name

@@ -43,4 +43,5 @@ class Redactor:
         return self._pattern.sub(MASK, text) if self._pattern is not None else text
 
     def merged(self, other: "Redactor") -> "Redactor":
+        """A redactor that masks both this one's values and `other`'s."""
         return Redactor((*self._values, *other._values))

@@ -132,11 +132,14 @@ class Feeder:
             self._errors.append(e)
 
     def start(self) -> "Feeder":
+        """Starts one thread per channel; returns self."""
         for t in self._threads:
             t.start()
         return self
 
     def join(self, timeout: Optional[float] = None) -> bool:
+        """Until every channel's thread has ended or `timeout` passed; raises the first thread's error. Whether
+        all ended."""
         deadline = None if timeout is None else time.monotonic() + timeout
         for t in self._threads:
             t.join(None if deadline is None else max(0.0, deadline - time.monotonic()))

@@ -69,9 +69,11 @@ class WriterStop:
         self._wakers: dict[Path, int] = {}
 
     def is_set(self) -> bool:
+        """Whether the writers were told to stop."""
         return self._set
 
     def set(self) -> None:
+        """Tells the writers to stop, waking those blocked opening a FIFO no reader opened."""
         with self._lock:
             self._set = True
             for path in self._waiting - set(self._wakers):

@@ -33,6 +33,7 @@ class Frames(NamedTuple):
     count: int
 
     def start_of(self, i: int) -> int:
+        """Where record `i` starts in the buffer."""
         return self.stops[i - 1] if i else self.start
 
     def span(self, first: int, last: int) -> tuple[int, int]:

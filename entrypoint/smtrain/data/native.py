@@ -30,6 +30,7 @@ class Stamp:
 
     @classmethod
     def read(cls, path: Path) -> Optional["Stamp"]:
+        """The stamp in `path`; None when it is missing or malformed (the library is then rebuilt)."""
         try:
             fields = dict(part.split("=", 1) for part in path.read_text().split())
             return cls(fields["source"], fields["tensorflow"])

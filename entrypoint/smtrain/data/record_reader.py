@@ -103,6 +103,7 @@ class RecordSplitter:
         self._start, self._end = 0, live
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append `data` to the buffer (copied)."""
         self._make_room(len(data))
         self._buffer[self._end : self._end + len(data)] = data
         self._end += len(data)
@@ -121,6 +122,7 @@ class RecordSplitter:
         return self._error is not None
 
     def buffered(self) -> int:
+        """Bytes in the buffer not yet taken as records."""
         return self._end - self._start
 
     # -- parsing -----------------------------------------------------------------------------------
@@ -262,6 +264,7 @@ class RecordSplitter:
         return dropped
 
     def view(self) -> memoryview:
+        """The buffer as a memoryview; no slice of it may outlive the next read into it."""
         return memoryview(self._buffer)
 
     def leftover_span(self) -> tuple[int, int]:

@@ -114,6 +114,7 @@ class SplicedSource:
         self.close()
 
     def close(self) -> None:
+        """Closes every descriptor it opened (the carry pipe, /dev/null)."""
         for fd in self._fds:
             os.close(fd)
         self._fds.clear()

@@ -79,6 +79,7 @@ class HelperGroup:
 
     def start(self, name: str, argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None,
               env: Optional[Mapping[str, str]] = None) -> Helper:
+        """Starts a helper process and keeps it in the group."""
         helper = Helper(name, spawn_helper(argv, preexec_fn, env))
         self.helpers.append(helper)
         return helper
@@ -91,9 +92,11 @@ class HelperGroup:
 
     @property
     def pids(self) -> list[int]:
+        """The group's process ids (spared by the program's signals)."""
         return [h.process.pid for h in self.helpers]
 
     def stop(self) -> None:
+        """Stops every helper of the group: SIGTERM at once, SIGKILL to those left after one deadline."""
         stop_all(self.helpers)
 
     def __enter__(self) -> "HelperGroup":

@@ -33,6 +33,7 @@ class ProgressFile:
         return progress_file.read(self.path)
 
     def remove(self) -> None:
+        """Removes the file (nothing when it is gone)."""
         try:
             os.unlink(self.path)
         except OSError:

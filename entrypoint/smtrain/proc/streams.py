@@ -28,11 +28,13 @@ class TailBuffer:
         self._lock = threading.Lock()
 
     def append(self, data: bytes) -> None:
+        """Keeps the last `limit` bytes of what was appended so far."""
         with self._lock:
             self._data += data[-self.limit:]
             del self._data[: max(0, len(self._data) - self.limit)]
 
     def get(self) -> bytes:
+        """The bytes kept."""
         with self._lock:
             return bytes(self._data)
 
@@ -58,10 +60,12 @@ class LineRelay:
         self._thread = threading.Thread(target=self._run, name=f"relay-{source_fd}", daemon=True)
 
     def start(self) -> "LineRelay":
+        """Starts relaying in a thread of its own; returns self."""
         self._thread.start()
         return self
 
     def join(self, timeout: Optional[float] = None) -> bool:
+        """Until the stream's writers closed it or `timeout` passed; whether it was closed."""
         self._thread.join(timeout)
         return not self._thread.is_alive()
 

@@ -71,10 +71,12 @@ class StepEvent(NamedTuple):
 
     @property
     def duration(self) -> float:
+        """Seconds from its start to its end."""
         return self.end - self.start
 
     @property
     def rank(self) -> int:
+        """The rank whose node wrote it."""
         return rank_of(self.node)
 
 
@@ -97,6 +99,7 @@ class StepSummary(NamedTuple):
 
     @property
     def rank(self) -> int:
+        """The rank whose node wrote it."""
         return rank_of(self.node)
 
 

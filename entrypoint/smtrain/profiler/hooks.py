@@ -33,6 +33,7 @@ class State:
         self.tape_start: float = 0.0  # when the first tape since the last boundary was entered; 0: none
 
     def automatic(self) -> bool:
+        """Whether steps are seen by the framework's hooks alone (no Keras callback, no progress.step())."""
         return not self.keras and not self.helper_used
 
 

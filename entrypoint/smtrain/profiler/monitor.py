@@ -65,12 +65,14 @@ class EventWriter:
         self._file_started: Optional[float] = None
 
     def add(self, samples: Sequence[Sample], timestamp: float) -> None:
+        """Queues `samples` as event lines; a new file every ROTATE_S."""
         if self._file_started is None or timestamp - self._file_started >= ROTATE_S:
             self.flush()
             self._file_started = timestamp
         self._pending.extend(event_line(s, self.host, timestamp) for s in samples)
 
     def flush(self) -> None:
+        """Appends the queued lines to the current file."""
         if not self._pending or self._file_started is None:
             return
         path = file_path(self.out, self.host, self._file_started)
@@ -99,6 +101,7 @@ class GpuSampler:
             log("no GPU to sample (NVML found none); sampling CPU, memory, I/O and network")
 
     def sample(self) -> list[Sample]:
+        """Each GPU's utilisation and memory now."""
         samples = []
         for i, handle in enumerate(self.handles):
             rates = self.nvml.nvmlDeviceGetUtilizationRates(handle)
@@ -121,6 +124,7 @@ class HostSampler:
         self.gpu = GpuSampler(log)
 
     def sample(self) -> list[Sample]:
+        """CPU (per core and in all), memory, disk and network since the last sample."""
         system = self.psutil
         cores = system.cpu_percent(percpu=True)
         times = system.cpu_times_percent()
@@ -155,6 +159,7 @@ class Summary:
         self.series: dict[str, list[float]] = {}
 
     def add(self, samples: Sequence[Sample]) -> None:
+        """Keeps the CPU's and each GPU's utilisation for the end-of-job line."""
         for s in samples:
             if s.name == "cpu_total":
                 self.series.setdefault("cpu", []).append(s.value)
@@ -162,6 +167,7 @@ class Summary:
                 self.series.setdefault(s.name, []).append(s.value)
 
     def text(self, host: str) -> str:
+        """The line the monitor logs at its end: p50 and p95 of each series."""
         parts = [f"{name} p50 {percentile(v, 50):.0f}% p95 {percentile(v, 95):.0f}%" for name, v in self.series.items()]
         return f"host {host} utilisation: " + ("; ".join(parts) if parts else "no samples")
 

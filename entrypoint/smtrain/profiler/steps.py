@@ -140,17 +140,20 @@ class StepRecorder:
     # ---- what the hooks call -----------------------------------------------------------------
 
     def begin(self, mode: str) -> None:
+        """A step of `mode` begins now."""
         now = self.clock()
         self.started[mode] = now
         if mode == "TRAIN":
             self._windows_at_begin(self.counts["TRAIN"])
 
     def end(self, mode: str) -> None:
+        """The step of `mode` that began ends now; recorded."""
         start = self.started.pop(mode, None)
         if start is not None:
             self.add_step(mode, start, self.clock())
 
     def add_step(self, mode: str, start: float, end: float) -> None:
+        """Records a step of `mode` from `start` to `end` (the next step number)."""
         step = self.counts[mode]
         self.counts[mode] = step + 1
         self._emit(mode, step, start, end)
@@ -177,10 +180,12 @@ class StepRecorder:
         self.last_end[mode] = None
 
     def epoch_begin(self, mode: str) -> None:
+        """An epoch of `mode` begins now."""
         self.epochs[mode] = (self.counts[mode], self.clock())
         self.last_end[mode] = None
 
     def epoch_end(self, mode: str) -> None:
+        """The epoch of `mode` ends now; recorded while the steps are still recorded one by one."""
         first = self.epochs.pop(mode, None)
         if first is not None and self.settings.steps and first[0] < FULL_STEPS:
             self.queue.append((EPOCH, mode, first[0], first[1], self.clock()))
@@ -202,6 +207,7 @@ class StepRecorder:
         self._windows_at_begin(self.counts["TRAIN"])
 
     def flush_pending(self) -> None:
+        """Records the step held back to learn where it ends."""
         if self.pending is not None:
             step, start, end = self.pending
             self.pending = None
@@ -275,6 +281,7 @@ class StepRecorder:
             self.flush()
 
     def flush(self, final: bool = False) -> None:
+        """Writes the queued records (and with `final`, the summaries still open) to the rank's file."""
         with self.lock:
             records = []
             while self.queue:
@@ -359,6 +366,7 @@ class StepRecorder:
         self.flush(final=True)
 
     def register_exit(self) -> None:
+        """Closes the recorder at exit; in a forked child it records nothing (the child is not this rank)."""
         atexit.register(self.close)
         os.register_at_fork(after_in_child=self._forked)
 

@@ -34,10 +34,13 @@ class Reporter:
         self.program = program
 
     def failure(self, final: bool, error_at: float, stderr_tail: str, **ending: object) -> RankFailure:
+        """A failure report of this rank."""
         return RankFailure(host=self._host, rank=self._rank, local_rank=self._local_rank, final=final,
                            program=self.program, error_at=error_at, stderr_tail=stderr_tail, **ending)  # type: ignore[arg-type]
 
     def send(self, report: RankFailure) -> None:
+        """Sends `report` to the master's control server on a connection of its own (nothing without a
+        contract; trying for up to 3 s to connect)."""
         if self._contract is None:
             return
         client = ControlClient.open(self._contract.control_host, self._contract.control_port, time.monotonic() + 3.0,
@@ -65,10 +68,12 @@ class ProgressReporter:
         self.inspector_lines = StallInspectorLines(self._named)
 
     def start(self) -> "ProgressReporter":
+        """Starts reporting progress in a daemon thread; returns self."""
         threading.Thread(target=self._run, name="progress", daemon=True).start()
         return self
 
     def stop(self) -> None:
+        """Stops reporting: the thread ends within a second."""
         self._stopped.set()
 
     def _named(self, rank: int, check_s: float) -> None:

@@ -133,6 +133,7 @@ class ControlServer:
 
     # -- messages to workers -------------------------------------------------------------------
     def broadcast(self, message_type: MessageType, **fields: Any) -> None:
+        """Sends a message to every worker connected now; a broken connection shows in its reader."""
         data = encode(message_type, **fields)
         with self._lock:
             peers = list(self._workers.items())
@@ -143,6 +144,7 @@ class ControlServer:
                 pass  # its reader thread notices the loss
 
     def start_heartbeat(self) -> None:
+        """Sends every worker a heartbeat each HEARTBEAT_S, until closed."""
         def beat() -> None:
             while not self._closed:
                 self.broadcast(MessageType.HEARTBEAT)
@@ -161,6 +163,7 @@ class ControlServer:
                 self._lock.wait(deadline - time.monotonic())
 
     def close(self) -> None:
+        """Stops listening and closes every connection."""
         self._closed = True
         self._listener.close()
         with self._lock:

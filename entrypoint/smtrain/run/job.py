@@ -103,6 +103,7 @@ class HostJob:
         self.report_notes: list[str] = []  # for the report's top: hosts whose profiler data is missing (run.master)
 
     def start_helpers(self) -> list[int]:
+        """Starts the plan's helpers (feeder, demultiplexers, monitor); their pids."""
         start_helpers(self.plan, self.helpers)
         return self.helpers.pids
 
@@ -146,6 +147,8 @@ class HostJob:
             self.helpers.start(companion.name, companion.argv, preexec_fn=parent_death_signal(signal.SIGTERM), env=env)
 
     def run(self, body: Callable[["HostJob"], JobOutcome]) -> int:
+        """The skeleton every role runs: prepare, the role's `body`, everything left ended, the report, the
+        outcome rendered; the exit status."""
         at_start = FileState.of(self.plan.failure_file)
         for note in self.plan.notes:
             log(note)

@@ -56,11 +56,13 @@ class MasterLink:
         self.lost: Optional[str] = None  # how the master was lost
 
     def start(self) -> "MasterLink":
+        """Starts the heartbeat and reader threads; returns self."""
         threading.Thread(target=self._beat, name="master-link-heartbeat", daemon=True).start()
         threading.Thread(target=self._run, name="master-link", daemon=True).start()
         return self
 
     def send(self, message_type: MessageType, **fields: object) -> None:
+        """Sends a message to the master; a broken connection shows on the next read."""
         self._client.send(message_type, **fields)  # a broken connection shows on the next read
 
     def wait_start(self, deadline: float, attempt: int = 0) -> Optional[str]:

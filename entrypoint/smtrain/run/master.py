@@ -129,6 +129,8 @@ class Master:
         return coordination
 
     def run(self, job: HostJob) -> JobOutcome:
+        """The master's part: helpers, control server, workers, the attempts (restarts in place included), the
+        outcome told to every worker."""
         self.job = job
         plan, coordination = job.plan, self.coordination
         job.start_helpers()

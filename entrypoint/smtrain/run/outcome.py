@@ -44,6 +44,7 @@ class FileState(NamedTuple):
 
     @classmethod
     def of(cls, path: Path) -> "FileState":
+        """What `path` is now (its inode, time and size), to tell later whether the program wrote it."""
         try:
             st = path.stat()
         except OSError:
@@ -104,6 +105,7 @@ class JobOutcome(NamedTuple):
     @classmethod
     def failed(cls, status: int, cause: Union[FailureCause, str], what: str, stderr_tail: bytes = b"",
                rank: Optional[int] = None, host: Optional[str] = None) -> "JobOutcome":
+        """A failure with the status, cause and what the caller gives."""
         return cls(status, cause, what, stderr_tail, rank, host)
 
     @classmethod
@@ -114,6 +116,7 @@ class JobOutcome(NamedTuple):
 
     @classmethod
     def of_error(cls, error: ToolkitError) -> "JobOutcome":
+        """The outcome of a toolkit error: its cause, its status, its message."""
         return cls.of_cause(error.cause, str(error))
 
     @property

@@ -40,6 +40,7 @@ class AttemptProgress:
         self.progressed = False  # a step or sign of life, or Horovod's init returned
 
     def observe(self, host: str, rank: int, counts: Counts) -> None:
+        """Takes in a rank's reported counts."""
         self.steps = max(self.steps, counts.steps)
         if counts.steps or counts.beats or counts.init is InitPhase.DONE:
             self.progressed = True

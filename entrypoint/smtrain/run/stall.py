@@ -51,6 +51,7 @@ class Stall(NamedTuple):
     ranks: int = 1  # how many ranks the job has
 
     def describe(self) -> str:
+        """What the job's failure says of the stall: which ranks stopped and the evidence."""
         names = ", ".join(f"rank {r.rank} on {r.host}" for r in self.stopped)
         quiet = f"{self.quiet_s:.0f} s"
         if self.evidence is StallEvidence.COLLECTIVE:
@@ -95,6 +96,7 @@ class StallWatch:
         self._ranks.setdefault(rank, _Rank(host, rank, self._started))
 
     def observe(self, host: str, rank: int, counts: Counts, now: float) -> None:
+        """Takes in a rank's counts at `now`; any change is progress."""
         state = self._ranks.setdefault(rank, _Rank(host, rank, now))
         old = state.counts
         if counts.init != old.init:
@@ -114,6 +116,7 @@ class StallWatch:
             state.waited_s, state.waited_at, state.waited_fresh_s = seconds, now, 1.5 * check_s + 2.0
 
     def check(self, now: float) -> Optional[Stall]:
+        """The stall at `now`, if there is one (a collective's wait, the init, or no step for the timeout)."""
         if self.timeout_s <= 0 or not self._ranks:
             return None
         return self._collective(now) or self._init(now) or self._steps(now)

@@ -25,18 +25,22 @@ class Watchdog:
         self._thread = threading.Thread(target=self._run, name="stall-watchdog", daemon=True)
 
     def start(self) -> "Watchdog":
+        """Starts checking in a thread; returns self."""
         self._thread.start()
         return self
 
     def observe(self, host: str, rank: int, counts: Counts) -> None:
+        """Takes in a rank's counts now."""
         with self._lock:
             self._watch.observe(host, rank, counts, time.monotonic())
 
     def waited_for(self, waits: dict[int, float], check_s: float) -> None:
+        """Takes in Horovod's stall inspector's waits per rank."""
         with self._lock:
             self._watch.waited_for(waits, check_s, time.monotonic())
 
     def stop(self) -> None:
+        """Stops checking."""
         self._stopped.set()
 
     def _run(self) -> None:

@@ -52,6 +52,8 @@ class Worker:
     """The worker role (see the module's docstring)."""
 
     def run(self, job: HostJob) -> JobOutcome:
+        """The worker's part: helpers, sshd and the job's key (mpirun) or its own program, the master's link,
+        then the master's word."""
         self.job = job
         coordination = job.plan.coordination
         assert coordination is not None, "the worker role needs the plan's coordination"

@@ -42,6 +42,7 @@ class RankContract(NamedTuple):
 
     @classmethod
     def from_json(cls, text: str) -> "RankContract":
+        """A contract from its JSON (the rank's environment variable)."""
         raw = json.loads(text)
         host, port = raw["control"]
         return cls(

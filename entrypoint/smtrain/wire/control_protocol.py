@@ -101,6 +101,7 @@ class LineReader:
         self._buffer = bytearray()
 
     def has_buffered(self) -> bool:
+        """Whether a whole line is buffered (readable without blocking)."""
         return b"\n" in self._buffer
 
     def read(self, timeout: Optional[float]) -> Optional[Message]:
@@ -177,5 +178,6 @@ class ControlClient:
         return self._reader.read(timeout)
 
     def close(self) -> None:
+        """Closes the connection (not under a send in flight)."""
         with self._lock:  # not under a `send` in flight on another thread (the worker's heartbeats)
             self.sock.close()

@@ -52,6 +52,7 @@ class Silence:
 
     @property
     def limit_s(self) -> float:
+        """Silence after which the peer counts as lost, whatever it was doing."""
         return self.timeout_s * SILENT_LIMIT_FACTOR
 
     def next_wait(self, silent_s: float) -> float:
@@ -79,9 +80,11 @@ class PeerSilence:
         self._waiting = False  # whether this silence was logged as one the peer's host answers through
 
     def wait_s(self) -> float:
+        """How long to wait for the peer before judging its silence again."""
         return self._silence.next_wait(time.monotonic() - self._last_heard)
 
     def heard(self) -> None:
+        """The peer spoke now (logged when it was silent long enough to be waited for)."""
         now = time.monotonic()
         if self._waiting:
             self._log(f"{self._peer} speaks again after {now - self._last_heard:.1f} s of silence")

@@ -39,6 +39,7 @@ class PipeAssignment(NamedTuple):
     shuffled: bool = False  # the channel has a ShuffleConfig
 
     def for_rank(self, local_rank: int, rank: int = 0) -> str:
+        """The FIFO prefix of a rank of this host."""
         return self.prefix.replace("{local_rank}", str(local_rank)).replace("{rank}", str(rank))
 
     def to_list(self) -> list[object]:

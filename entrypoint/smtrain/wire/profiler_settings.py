@@ -19,10 +19,12 @@ class Window(NamedTuple):
     num_steps: int
 
     def covers(self, step: int) -> bool:
+        """Whether step `step` lies in the window."""
         return self.start_step <= step < self.start_step + self.num_steps
 
     @property
     def last_step(self) -> int:
+        """The window's last step."""
         return self.start_step + self.num_steps - 1
 
     def to_list(self) -> list[int]:

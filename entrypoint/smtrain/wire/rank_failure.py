@@ -31,6 +31,7 @@ class RankFailure(NamedTuple):
     oom_killed: bool = False  # final reports: the kernel's OOM killer ended it (read on its host)
 
     def to_fields(self) -> dict[str, Any]:
+        """The report as a control message's fields."""
         return self._asdict()
 
     @classmethod

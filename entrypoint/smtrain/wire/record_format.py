@@ -16,6 +16,7 @@ class RecordFormat(enum.Enum):
 
     @classmethod
     def parse(cls, text: str) -> "RecordFormat":
+        """The format a name stands for, in any case; ValueError naming the known ones."""
         try:
             return cls(text.lower())
         except ValueError:
