@@ -27,12 +27,13 @@ class Helper(NamedTuple):
 
 
 def spawn_helper(argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None,
-                 env: Optional[Mapping[str, str]] = None) -> subprocess.Popen:
+                 env: Optional[Mapping[str, str]] = None, stdin: int = subprocess.DEVNULL) -> subprocess.Popen:
     """Start one helper in its own session. Its output goes through a relay into our stderr, in
-    whole lines under the console lock, so it never lands inside a line of the program's."""
+    whole lines under the console lock, so it never lands inside a line of the program's. `stdin`:
+    subprocess.PIPE for a helper told what to do later (the warm profiler report)."""
     read_fd, write_fd = os.pipe()
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=write_fd, stderr=write_fd,
+        proc = subprocess.Popen(list(argv), stdin=stdin, stdout=write_fd, stderr=write_fd,
                                 start_new_session=True, preexec_fn=preexec_fn, env=None if env is None else dict(env))
     except BaseException:
         os.close(read_fd)

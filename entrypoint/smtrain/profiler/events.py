@@ -187,6 +187,14 @@ def _event_lines(name: str, pids: dict[str, int], base_us: int, start: float, en
 def trace_objects(text: str) -> Iterator[dict]:
     """The objects of a trace-event array that may be unterminated or cut short, one or several to a
     line (the rank's open file, Horovod's timeline)."""
+    if text.rstrip().endswith("]"):  # a complete file: one parse, several times faster than one per object
+        try:
+            whole = json.loads(text)
+        except ValueError:
+            whole = None
+        if isinstance(whole, list):
+            yield from (value for value in whole if isinstance(value, dict))
+            return
     decoder = json.JSONDecoder()
     at = text.find("[") + 1
     while True:

@@ -22,10 +22,13 @@ import argparse
 import base64
 import html
 import json
+import gc
+import os
+import pickle
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 from . import plots, steprules
 from .events import StepEvent, host_of, read_folder
@@ -33,10 +36,12 @@ from .monitor import percentile
 from .rules import DEFAULTS, RuleResult, Series, evaluate, gpus, hosts, load_series, parse_overrides
 from .timeline import read_timeline
 
-__all__ = ["REPORT_FILE", "main", "render_html", "summarise"]
+__all__ = ["REPORT_FILE", "SHOWN", "main", "render_html", "summarise", "telling_hosts", "telling_ranks"]
 
 REPORT_FILE = "profiler-report.html"
 TOP_OUTLIERS = 10
+SHOWN = 4  # ranks, and hosts, drawn one by one at most; the tables and the heat map of hosts cover all
+DRAWERS = 4  # processes drawing the plots at once, at most (one a core)
 
 
 def summarise(series: Series, results: list[RuleResult], ctx: Optional[steprules.StepContext] = None,
@@ -150,14 +155,102 @@ img{{max-width:100%}}figure{{margin:1em 0}}figcaption{{color:#555}}p.verdict{{fo
 {"".join(sections)}</body></html>"""
 
 
+def telling_ranks(ranks: dict[str, steprules.RankStats], most: int = SHOWN) -> list[str]:
+    """The ranks whose detail the plots draw: every one where there are at most `most`; else the first,
+    the slowest and the fastest by median training step, and the median one (in rank order)."""
+    if len(ranks) <= most:
+        return list(ranks)
+    timed = sorted((n for n, s in ranks.items() if s.train_steps), key=lambda n: ranks[n].median_step_ms)
+    chosen = {next(iter(ranks)), *([timed[-1], timed[0], timed[len(timed) // 2]] if timed else [])}
+    return [n for n in ranks if n in chosen]
+
+
+def _load(series: Series, host: str) -> float:
+    """A host's mean utilisation: its GPUs' where it has GPUs, else its CPU's."""
+    keys = [(host, g, "GPUUtilization") for g in gpus(series, host)] or [(host, "cpu_total", "CPUUtilization")]
+    values = [v for key in keys for _, v in series.get(key, [])]
+    return sum(values) / len(values) if values else 0.0
+
+
+def telling_hosts(series: Series, most: int = SHOWN) -> list[str]:
+    """The hosts whose detail the plots draw: every one where there are at most `most`; else the first,
+    the busiest and the idlest by mean utilisation, and the median one (the heat map of hosts and the
+    hosts' table cover every host)."""
+    names = hosts(series)
+    if len(names) <= most:
+        return names
+    by_load = sorted(names, key=lambda h: _load(series, h))
+    chosen = {names[0], by_load[-1], by_load[0], by_load[len(by_load) // 2]}
+    return [h for h in names if h in chosen]
+
+
+def _noted(picture: Optional[plots.Picture], note: str) -> Optional[plots.Picture]:
+    return None if picture is None or not note else (f"{picture[0]} ({note})", picture[1])
+
+
 def _pictures(series: Series, events: list[StepEvent], ctx: steprules.StepContext) -> list[plots.Picture]:
+    """The report's plots; their cost bounded whatever the cluster's size: each rank and host drawn one
+    by one only where there are few, else those that tell something (`telling_ranks`, `telling_hosts`)."""
     start = ctx.phases.start
-    made = [plots.step_times(events, start), plots.step_histograms(ctx.ranks),
-            plots.breakdown(ctx.ranks, {"job": ctx.phases.duration_s}), plots.spread(ctx.ranks),
-            plots.utilisation_against_steps(series, events, start), plots.utilisation(series, start),
-            plots.hosts_heatmap(series, start), *(plots.cores(series, host) for host in hosts(series)),
-            plots.timeline_shares(ctx.timeline) if ctx.timeline is not None else None]
-    return [p for p in made if p is not None]
+    shown = telling_ranks(ctx.ranks)
+    ranks = {n: ctx.ranks[n] for n in shown}
+    if len(shown) < len(ctx.ranks):
+        picked = set(shown)
+        events = [e for e in events if e.node in picked]
+        of_ranks = f"ranks {', '.join(shown)} of {len(ctx.ranks)}: the first, the slowest, the fastest, the median"
+    else:
+        of_ranks = ""
+    names = telling_hosts(series)
+    few = {k: v for k, v in series.items() if k[0] in set(names)}
+    of_hosts = f"hosts {', '.join(names)} of {len(hosts(series))}: the first, the busiest, the idlest, the median" \
+        if len(names) < len(hosts(series)) else ""
+    by_load = sorted(names, key=lambda h: _load(series, h))
+    cores_of = names if len(names) <= 2 else [by_load[-1], by_load[0]]  # the busiest and the idlest
+    timeline = ctx.timeline
+    tasks: list[Callable[[], Optional[plots.Picture]]] = [
+        lambda: _noted(plots.step_times(events, start), of_ranks),
+        lambda: _noted(plots.step_histograms(ranks), of_ranks),
+        lambda: _noted(plots.breakdown(ranks, {"job": ctx.phases.duration_s}), of_ranks),
+        lambda: _noted(plots.spread(ranks), of_ranks),
+        lambda: _noted(plots.utilisation_against_steps(few, events, start), "; ".join(n for n in (of_hosts, of_ranks) if n)),
+        lambda: _noted(plots.utilisation(few, start), of_hosts),
+        lambda: plots.hosts_heatmap(series, start),
+        *((lambda host=host: plots.cores(series, host)) for host in cores_of),
+        *([lambda: plots.timeline_shares(timeline)] if timeline is not None else []),
+    ]
+    return [p for p in draw(tasks) if p is not None]
+
+
+def draw(tasks: Sequence[Callable[[], Optional[plots.Picture]]], workers: int = 0) -> list[Optional[plots.Picture]]:
+    """Each task's picture, in order; drawn by forked processes, one a core up to DRAWERS (`workers`:
+    that many instead), each taking every n-th task: matplotlib draws on one core. A drawer that
+    failed leaves its tasks to this process."""
+    workers = workers or min(DRAWERS, len(os.sched_getaffinity(0)), len(tasks))
+    if workers <= 1:
+        return [task() for task in tasks]
+    children = []
+    for i in range(workers):
+        read_fd, write_fd = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # a drawer: its share, pickled to the parent, then gone without running atexit hooks
+            os.close(read_fd)
+            status = 1
+            try:
+                with os.fdopen(write_fd, "wb") as out:
+                    pickle.dump([(k, tasks[k]()) for k in range(i, len(tasks), workers)], out)
+                status = 0
+            finally:
+                os._exit(status)
+        os.close(write_fd)
+        children.append((pid, read_fd))
+    drawn: dict[int, Optional[plots.Picture]] = {}
+    for pid, read_fd in children:
+        with os.fdopen(read_fd, "rb") as source:
+            data = source.read()
+        _, status = os.waitpid(pid, 0)
+        if status == 0 and data:
+            drawn.update(pickle.loads(data))
+    return [drawn[k] if k in drawn else tasks[k]() for k in range(len(tasks))]
 
 
 def stopped_notes(folders: Sequence[Path]) -> list[str]:
@@ -178,8 +271,28 @@ def _since(series: Series, since: float) -> Series:
             if any(t >= since for t, _ in values)}
 
 
+def _when_told(argv: list[str]) -> Optional[list[str]]:
+    """`--wait` (train, at a job's start): matplotlib and the fonts loaded now, then the rest of the
+    arguments read from stdin (one JSON list) when the job ends; None when train went away first."""
+    plots.warm()
+    line = sys.stdin.readline()
+    if not line:
+        return None
+    try:
+        os.setpriority(os.PRIO_PROCESS, 0, 0)  # started niced beside the job's start-up; the job is over now
+    except OSError:
+        pass
+    return [a for a in argv if a != "--wait"] + [str(a) for a in json.loads(line)]
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """`train report DIR... --out OUT` (and the report at a job's end)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--wait" in argv:
+        told = _when_told(argv)
+        if told is None:
+            return 0
+        argv = told
     parser = argparse.ArgumentParser(prog="train report", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", nargs="+", type=Path)
@@ -190,6 +303,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--job", action="store_true", help="written by train at a job's end: report what exists")
     parser.add_argument("--note", action="append", default=[], help="a line for the report's top (train: hosts missing from it)")
     parser.add_argument("--no-plots", action="store_true", help="tables and rules only (train, when the job is being stopped)")
+    parser.add_argument("--wait", action="store_true", help="load the plotting libraries, then read more arguments "
+                        "from stdin (train starts the report so with the job)")
     args = parser.parse_args(argv)
     try:
         overrides = parse_overrides(args.param, {**DEFAULTS, **steprules.DEFAULTS})
@@ -199,8 +314,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if missing and not args.job:
         parser.error(f"no such folder: {', '.join(missing)}")
     folders = [f for f in args.folders if f.is_dir()]
-    series = _since(load_series(folders), args.since)
-    events = [e for e in read_folder(folders) if e.end >= args.since]
+    gc.disable()  # a million small objects, none in a cycle: the collector's passes over them cost more than reading
+    try:
+        series = _since(load_series(folders), args.since)
+        events = [e for e in read_folder(folders) if e.end >= args.since]
+    finally:
+        gc.freeze()  # what was read stays: later collections need not walk it
+        gc.enable()
     timelines = [t for t in (read_timeline(p) for p in args.horovod_timeline) if t is not None]
     if not series and not events and not args.job:
         sys.stderr.write(f"train report: no system-monitor samples or step events under "

@@ -12,12 +12,14 @@
 """
 from __future__ import annotations
 
+import json
+import os
 import shlex
 import shutil
 import signal
 import subprocess
 import time
-from typing import Callable, Mapping, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from ..common import linux
 from ..common.console import log, redact
@@ -72,23 +74,51 @@ def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
         helpers.start("system monitor", plan.monitor, preexec_fn=parent_death_signal(signal.SIGTERM))
 
 
-def write_report(argv: tuple[str, ...], since: float, stopping: bool, notes: Sequence[str] = (),
-                 timeout_s: float = REPORT_TIMEOUT_S) -> None:
-    """The profiler report over what this job measured (smtrain.profiler.job_report); bounded, and
-    whatever it does, the job's outcome stays as it was. `stopping` (a shutdown signal came: a spot
-    interruption, `docker stop`): its tables only, in a fraction of a second, without the plots."""
+def start_report(argv: tuple[str, ...]) -> Optional[subprocess.Popen]:
+    """The profiler report's process, started with the job so that its interpreter, matplotlib and
+    fonts are loaded before the job ends (`--wait`: it reads what to report from stdin), niced so as
+    not to slow the job's start-up; None when it could not start (the report then starts at the end)."""
     try:
-        process = spawn_helper([*argv, "--since", f"{since:.3f}", *(("--no-plots",) if stopping else ()),
-                                *(a for note in notes for a in ("--note", note))])
+        return spawn_helper([*argv, "--wait"], preexec_fn=lambda: os.nice(10), stdin=subprocess.PIPE)
     except OSError as e:
-        log(f"the profiler report could not start: {e}")
-        return
+        log(f"the profiler report could not start early: {e}")
+        return None
+
+
+def write_report(argv: tuple[str, ...], since: float, stopping: bool, notes: Sequence[str] = (),
+                 timeout_s: float = REPORT_TIMEOUT_S, warm: Optional[subprocess.Popen] = None) -> None:
+    """The profiler report over what this job measured (smtrain.profiler.job_report), by the `warm`
+    process started with the job where it is still there; bounded, and whatever it does, the job's
+    outcome stays as it was. `stopping` (a shutdown signal came: a spot interruption, `docker stop`):
+    its tables only, in a fraction of a second, without the plots."""
+    given = ["--since", f"{since:.3f}", *(("--no-plots",) if stopping else ()),
+             *(a for note in notes for a in ("--note", note))]
+    process = warm if warm is not None and warm.poll() is None and _tell(warm, given) else None
+    if process is None:
+        try:
+            process = spawn_helper([*argv, *given])
+        except OSError as e:
+            log(f"the profiler report could not start: {e}")
+            return
     try:
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
         log(f"the profiler report took more than {timeout_s:g} s and was stopped")
+
+
+def _tell(warm: subprocess.Popen, given: Sequence[str]) -> bool:
+    """Hand the warm report its arguments (one JSON line); whether it took them."""
+    try:
+        assert warm.stdin is not None
+        warm.stdin.write(json.dumps(list(given)).encode() + b"\n")
+        warm.stdin.close()
+        return True
+    except (OSError, ValueError):
+        warm.kill()
+        warm.wait()
+        return False
 
 
 class HostJob:
@@ -101,6 +131,13 @@ class HostJob:
         self.helpers = HelperGroup()
         self.started_at = time.time()  # wall clock: the report reads events from this job only
         self.report_notes: list[str] = []  # for the report's top: hosts whose profiler data is missing (run.master)
+        self.report_pids: list[int] = []  # the warm profiler report (start_report), waiting for the job's end
+
+    @property
+    def spared_pids(self) -> list[int]:
+        """The toolkit's own processes, which the program's signals and its end leave alone: the helpers
+        and the warm profiler report."""
+        return self.helpers.pids + self.report_pids
 
     def start_helpers(self) -> list[int]:
         """Starts the plan's helpers (feeder, demultiplexers, monitor); their pids."""
@@ -155,13 +192,21 @@ class HostJob:
         prepare(self.plan, self.python)
         # Everything the job starts re-parents to `train` when orphaned (orted daemonizes), and is ended here.
         linux.become_subreaper()
+        warm = start_report(self.plan.report) if self.plan.report else None
+        self.report_pids = [warm.pid] if warm is not None else []
         try:
             with self.helpers:
                 outcome = body(self)
+        except BaseException:
+            if warm is not None:
+                warm.kill()
+                warm.wait()
+            raise
         finally:
-            end_descendants(self.waker, 2.0)  # whatever the job left behind: nothing outlives train
+            end_descendants(self.waker, 2.0, self.report_pids)  # whatever the job left behind: nothing outlives train
             keep_checkpoints(self.plan.checkpoint_dir, self.plan.keep_checkpoints_in)
         if self.plan.report:
-            write_report(self.plan.report, self.started_at, self.waker.shutdown_seen is not None, self.report_notes)
+            write_report(self.plan.report, self.started_at, self.waker.shutdown_seen is not None, self.report_notes,
+                         warm=warm)
         success = "the program succeeded" if self.plan.role is Role.SINGLE else "the job succeeded"
         return render(outcome, self.plan.failure_file, at_start, self.plan.success_file, success, redact)

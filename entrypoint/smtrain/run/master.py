@@ -166,7 +166,7 @@ class Master:
         log(coordination.start_line)
         try:
             result = supervise(plan.argv, job.program_env(job.token), plan.cwd, plan.grace_period_s, job.waker,
-                               self.forward, spare=job.helpers.pids, on_wake=self.why_end)
+                               self.forward, spare=job.spared_pids, on_wake=self.why_end)
             self.after_program(result)
         finally:
             for dog in self.dogs:
@@ -222,7 +222,7 @@ class Master:
                 signal_ranks_once_started(pid, signum, self.job.plan.grace_period_s,
                                           lambda count: log(f"forwarded {name} to {count} local rank(s) once started"))
             return
-        signal_tree(pid, signum, self.job.helpers.pids)
+        signal_tree(pid, signum, self.job.spared_pids)
         if self.aborted is None:  # an abort's SIGTERM: the workers had `abort`, with its shorter grace
             self.server.broadcast(MessageType.SIGNAL, signum=signum)
 

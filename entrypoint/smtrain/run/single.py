@@ -46,7 +46,7 @@ def _attempt(job: HostJob, number: int) -> tuple[JobOutcome, Attempt]:
             nonlocal dog
             if plan.stall_timeout_s > 0:
                 dog = _watch_program(job, progress)
-            return job.start_helpers() if number == 0 else job.helpers.pids
+            return (job.start_helpers() + job.report_pids) if number == 0 else job.spared_pids
 
         def why_end() -> Optional[str]:
             return "the program stalled" if dog is not None and dog.stall else None
@@ -83,7 +83,7 @@ def _watch_program(job: HostJob, progress: ProgressFile) -> Watchdog:
 
     def stalled(stall: Stall) -> None:
         log(f"Stalled: {stall.describe()}; SIGABRT to the program, whose faulthandler logs its stack")
-        dump_stacks(spare=job.helpers.pids)
+        dump_stacks(spare=job.spared_pids)
         threading.Timer(STACK_DUMP_WAIT_S, job.waker.post).start()
 
     watch = StallWatch(plan.stall_timeout_s, time.monotonic())

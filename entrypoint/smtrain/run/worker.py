@@ -116,7 +116,7 @@ class Worker:
                 job.start_companions(token)
             log(self.coordination.start_line)
             result = supervise(job.plan.argv, job.program_env(token), job.plan.cwd, job.plan.grace_period_s,
-                               job.waker, spare=job.helpers.pids, on_wake=link.why_end)
+                               job.waker, spare=job.spared_pids, on_wake=link.why_end)
             link.send(MessageType.DONE, status=result.exit_code)
             while not link.over() and link.restart_asked <= attempt:
                 job.waker.wait(1.0)

@@ -1,0 +1,106 @@
+"""The job's one profiler report as clusters grow: `train report --job` over H hosts x R ranks.
+
+Its data is real: one job of the real `train` on this host (2 ranks of benchmarks/programs/timed_rank.py,
+each taking --steps steps through smtrain.progress.step(), the system monitor sampling every 500 ms
+for --seconds) writes its profiler folder; each simulated host's folder is that one with the host's
+and the ranks' names changed (as a worker ships it to the master), so H x R ranks' step events and H
+hosts' samples are read, judged and drawn. Timed as the master runs it: the whole process, from its
+start to its exit (interpreter, imports, reading, rules, plots, HTML), median of --repeat.
+
+    /opt/smtrain/venv/bin/python benchmarks/bench_report.py [--hosts 2 8 32 64] [--ranks 8] [--repeat 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from figures import print_figures  # benchmarks/figures.py
+
+PROGRAM = Path(__file__).resolve().parent / "programs" / "timed_rank.py"
+VENV = Path(sys.executable).parent
+TEMPLATE_HOST = "algo-1"
+
+
+def template(base: Path, steps: int, seconds: float) -> Path:
+    """One real job's profiler folder: 2 ranks on host algo-1."""
+    config = base / "input" / "config"
+    config.mkdir(parents=True)
+    (config / "resourceconfig.json").write_text(json.dumps({"current_host": TEMPLATE_HOST, "hosts": [TEMPLATE_HOST]}))
+    (config / "hyperparameters.json").write_text(json.dumps({
+        "sagemaker_program": json.dumps(PROGRAM.name), "sagemaker_mpi_enabled": "true",
+        "sagemaker_mpi_num_of_processes_per_host": "2", "run-for": json.dumps(str(seconds)), "steps": str(steps)}))
+    (config / "inputdataconfig.json").write_text("{}")
+    (base / "code").mkdir()
+    shutil.copy(PROGRAM, base / "code" / PROGRAM.name)
+    env = {**os.environ, "SAGEMAKER_BASE_DIR": str(base), "SM_CONTROL_PORT": "7391"}
+    subprocess.run([str(VENV / "train")], env=env, check=True, capture_output=True, timeout=300)
+    return base / "output" / "profiler"
+
+
+def clone(folder: Path, into: Path, hosts: int, ranks: int) -> None:
+    """`hosts` hosts' folders of `ranks` ranks each, from the template's 2 ranks on algo-1."""
+    files = [(p.relative_to(folder), p.read_text()) for p in folder.rglob("*") if p.is_file()]
+    for h in range(hosts):
+        host = f"algo-{h + 1}"
+        for relative, text in files:
+            if "framework" in relative.parts:  # a rank's events: <rank>-algo-1 in its name and its lines
+                source_rank = 0 if "/0-algo-1" in f"/{relative.name}" or "_0-algo-1" in relative.name else 1
+                for r in range(source_rank, ranks, 2):
+                    node = f"{h * ranks + r}-{host}"
+                    name = relative.name.replace(f"{source_rank}-{TEMPLATE_HOST}", node)
+                    target = into / host / relative.parent / name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(text.replace(f"{source_rank}-{TEMPLATE_HOST}", node))
+            else:  # system samples: algo-1 in the file's name and its lines
+                target = into / host / relative.parent / relative.name.replace(TEMPLATE_HOST, host)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text.replace(f'"{TEMPLATE_HOST}"', f'"{host}"'))
+
+
+def time_report(folder: Path, out: Path) -> tuple[float, dict]:
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-m", "smtrain.profiler.job_report", str(folder), "--out", str(out), "--job"],
+                   check=True, capture_output=True, timeout=600)
+    elapsed = time.monotonic() - started
+    return elapsed, json.loads((out / "summary.json").read_text())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--hosts", type=int, nargs="+", default=[2, 8, 32, 64])
+    parser.add_argument("--ranks", type=int, default=8, help="ranks per host")
+    parser.add_argument("--steps", type=int, default=10000, help="steps per rank")
+    parser.add_argument("--seconds", type=float, default=30.0, help="the template job's length (its samples)")
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    figures: dict[str, float] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
+        folder = template(Path(tmp) / "job", args.steps, args.seconds)
+        for hosts in args.hosts:
+            data = Path(tmp) / f"h{hosts}"
+            clone(folder, data, hosts, args.ranks)
+            times = []
+            for i in range(args.repeat):
+                elapsed, summary = time_report(data, Path(tmp) / f"out{hosts}-{i}")
+                times.append(elapsed)
+                counted = (len(summary["hosts"]), len(summary.get("ranks", {})))
+                assert counted == (hosts, hosts * args.ranks), f"the report counts {counted}"
+            size = (Path(tmp) / f"out{hosts}-0" / "profiler-report.html").stat().st_size
+            median = statistics.median(times)
+            print(f"{hosts} hosts x {args.ranks} ranks: report {median:.2f} s (runs {', '.join(f'{t:.2f}' for t in times)}), "
+                  f"HTML {size / 1e6:.1f} MB", flush=True)
+            figures[f"report_s_{hosts}_hosts"] = median
+    print_figures(figures)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
