@@ -79,9 +79,15 @@ def one_run(num_hosts: int, die: bool, program: str, profiler: bool, steps: int 
             if profiler and not report.is_file():
                 raise RuntimeError("the master wrote no profiler report")
             if profiler and steps:
-                counted = {n: r["steps"]["TRAIN"] for n, r in json.loads(report.read_text())["ranks"].items()}
+                summary = json.loads(report.read_text())
+                counted = {n: r["steps"]["TRAIN"] for n, r in summary["ranks"].items()}
                 if len(counted) != ranks or set(counted.values()) != {steps}:
-                    raise RuntimeError(f"the master's report counted {counted}, not {steps} steps on {ranks} ranks")
+                    missing = sorted(set(f"{r}-{cluster.hosts[r // PER_HOST].name}" for r in range(ranks)) - set(counted))
+                    raise RuntimeError(f"the master's report counted {len(counted)} ranks, not {ranks} (missing: "
+                                       f"{missing}; its notes: {summary['notes']}); the master's log:\n"
+                                       + cluster.hosts[0].stderr()[-1500:] + "".join(
+                                           f"\n{h.name}'s log:\n{h.stderr()[-1500:]}" for h in cluster.hosts
+                                           if any(m.endswith(f"-{h.name}") for m in missing)))
         return result
 
 

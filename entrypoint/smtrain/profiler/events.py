@@ -31,7 +31,7 @@ import json
 import math
 import time
 from pathlib import Path
-from typing import Any, Iterable, Iterator, NamedTuple, Optional
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
 __all__ = ["BETWEEN", "EPOCH", "FULL_STEPS", "MODES", "STEP", "StepEvent", "StepSummary", "bin_centre_ms", "bin_of",
            "file_header", "final_path", "node_id", "parse", "rank_of", "read_folder", "stopped_path", "summary_lines",
@@ -255,12 +255,13 @@ def _node_of(path: Path) -> Optional[str]:
     return None
 
 
-def read_folder(folders: Iterable[Path]) -> Iterator[Any]:
-    """Every step event and summary under `folders` (any depth), from complete and still-open files alike."""
+def read_folder(folders: Iterable[Path], nodes: Optional[Callable[[str], bool]] = None) -> Iterator[Any]:
+    """Every step event and summary under `folders` (any depth), from complete and still-open files alike;
+    those of the ranks (nodes) `nodes` takes alone where it is given."""
     for folder in folders:
         for path in sorted(Path(folder).rglob(f"*_{SUFFIX}*")):
             node = _node_of(path)
-            if node is None or not path.is_file():
+            if node is None or (nodes is not None and not nodes(node)) or not path.is_file():
                 continue
             try:
                 text = path.read_text(encoding="utf-8", errors="replace")

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import argparse
 import base64
+import gc
 import html
 import json
-import gc
 import os
 import pickle
 import sys
@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from . import plots, steprules
-from .events import StepEvent, host_of, read_folder
+from . import digests, plots, steprules
+from .events import StepEvent, host_of, rank_of, read_folder
 from .monitor import percentile
 from .rules import DEFAULTS, RuleResult, Series, evaluate, gpus, hosts, load_series, parse_overrides
 from .timeline import read_timeline
@@ -188,11 +188,16 @@ def _noted(picture: Optional[plots.Picture], note: str) -> Optional[plots.Pictur
     return None if picture is None or not note else (f"{picture[0]} ({note})", picture[1])
 
 
-def _pictures(series: Series, events: list[StepEvent], ctx: steprules.StepContext) -> list[plots.Picture]:
+def _pictures(series: Series, events: list[StepEvent], ctx: steprules.StepContext,
+              events_of: Callable[[set[str]], list[StepEvent]]) -> list[plots.Picture]:
     """The report's plots; their cost bounded whatever the cluster's size: each rank and host drawn one
-    by one only where there are few, else those that tell something (`telling_ranks`, `telling_hosts`)."""
+    by one only where there are few, else those that tell something (`telling_ranks`, `telling_hosts`).
+    `events_of`: the events of ranks known by their digests alone (read now: only those drawn)."""
     start = ctx.phases.start
     shown = telling_ranks(ctx.ranks)
+    unread = set(shown) - {e.node for e in events}
+    if unread:
+        events = events + events_of(unread)
     ranks = {n: ctx.ranks[n] for n in shown}
     if len(shown) < len(ctx.ranks):
         picked = set(shown)
@@ -317,19 +322,23 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     gc.disable()  # a million small objects, none in a cycle: the collector's passes over them cost more than reading
     try:
         series = _since(load_series(folders), args.since)
-        events = [e for e in read_folder(folders) if e.end >= args.since]
+        digested = digests.read(folders, args.since)  # the workers' ranks, digested on their hosts
+        events = [e for e in read_folder(folders, lambda node: node not in digested) if e.end >= args.since]
     finally:
         gc.freeze()  # what was read stays: later collections need not walk it
         gc.enable()
     timelines = [t for t in (read_timeline(p) for p in args.horovod_timeline) if t is not None]
-    if not series and not events and not args.job:
+    if not series and not events and not digested and not args.job:
         sys.stderr.write(f"train report: no system-monitor samples or step events under "
                          f"{', '.join(map(str, args.folders))}\n")
         return 1
     times = [t for values in series.values() for t, _ in values] + [e.start for e in events] + [e.end for e in events]
+    times += [t for d in digested.values() for t in (d.first_event, d.last_event)]
     start = args.since if args.since else min(times, default=time.time())
     end = max(times, default=start)
-    ctx = steprules.StepContext(steprules.rank_stats(events), steprules.phases(events, start, end),
+    stats = {**{node: d.stats for node, d in digested.items()}, **steprules.rank_stats(events)}
+    ctx = steprules.StepContext(dict(sorted(stats.items(), key=lambda kv: (rank_of(kv[0]), kv[0]))),
+                                steprules.phases(events + digests.phase_marks(digested.values()), start, end),
                                 max(timelines, key=lambda t: t.span_s) if timelines else None)
     results = evaluate(series, overrides) + steprules.evaluate(ctx, overrides)
     stopped = stopped_notes(folders)
@@ -337,7 +346,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     summary = summarise(series, results, ctx, top_outliers(ctx), notes)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
-    pictures = [] if args.no_plots else _pictures(series, events, ctx)
+    pictures = [] if args.no_plots else _pictures(series, events, ctx, lambda nodes: [
+        e for e in read_folder(folders, lambda node: node in nodes) if e.end >= args.since])
     (args.out / REPORT_FILE).write_text(render_html(summary, pictures))
     fired = [r.rule for r in results if r.triggered]
     measured = set(hosts(series)) | {host_of(node) for node in ctx.ranks if host_of(node)}

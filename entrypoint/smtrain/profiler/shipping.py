@@ -3,9 +3,9 @@ profiler folder, so that one report covers every host (smdebug's layout: node id
 sample files `<epoch_s>.<host>.json` never collide across hosts).
 
 Bounded: a host packs at most SHIP_CAP_BYTES of files (before compression), taken in this order while
-they fit: its ranks' step events (with a killed rank's open file and the free-space notes), its system
-samples from the newest back, then cProfile output, then TensorFlow profiler traces. What is past the
-cap stays in the host's own output/profiler; the archive says how much was left out, and the report
+they fit: its ranks' digests (smtrain.profiler.digests), their step events (with a killed rank's open
+file and the free-space notes), its system samples from the newest back, then cProfile output, then
+TensorFlow profiler traces. What is past the cap stays in the host's own output/profiler; the archive says how much was left out, and the report
 shows it.
 """
 from __future__ import annotations
@@ -34,8 +34,11 @@ class Packed(NamedTuple):
 
 
 def _kind_order(relative: Path) -> int:
-    """Which files ship first: step events, system samples, cProfile, TF traces, anything else."""
+    """Which files ship first: the ranks' digests and step events, system samples, cProfile, TF traces,
+    anything else."""
     parts = relative.parts
+    if parts[:2] == ("framework", "rank-digests"):
+        return -1
     if parts[:1] == ("framework",) and (parts[1:2] == ("pevents",) or len(parts) == 2):
         return 0
     if parts[:1] == ("system",):

@@ -32,13 +32,22 @@ __all__ = ["Worker", "ship_profile"]
 
 def ship_profile(link: MasterLink, job: HostJob) -> None:
     """This host's profiler data to the master, once the job is over, for the job's one report: the
-    helpers stopped first (the monitor writes its last samples), then the files in pieces."""
+    helpers stopped first (the monitor writes its last samples), its ranks' step events digested
+    (smtrain.profiler.digests: the report reads those instead of parsing every rank's events), then
+    the files in pieces."""
+    from ..profiler import digests
+    from ..profiler.events import read_folder
     from ..profiler.shipping import pack
 
     started = time.monotonic()
     job.helpers.stop()
-    assert job.plan.profiler_dir is not None
-    packed = pack(job.plan.profiler_dir, job.started_at - 1.0)
+    folder = job.plan.profiler_dir
+    assert folder is not None
+    try:
+        digests.write(folder, digests.digest(e for e in read_folder([folder]) if e.end >= job.started_at))
+    except (OSError, ValueError) as e:  # the report parses this host's events itself
+        log(f"could not digest this host's step events: {e}")
+    packed = pack(folder, job.started_at - 1.0)
     data = packed.data
     for at in range(0, len(data), PROFILE_CHUNK):
         piece = data[at:at + PROFILE_CHUNK]

@@ -1,0 +1,129 @@
+"""The job's one report as clusters grow (smtrain.profiler.job_report): ranks digested on their hosts
+give the same report as their events parsed on the master; what is drawn one by one is bounded; the
+plots drawn in forked processes are those drawn in one; the merged percentile equals its reference."""
+from __future__ import annotations
+
+import json
+import random
+import shutil
+import statistics
+from pathlib import Path
+
+from smtrain.profiler import digests, job_report, plots
+from smtrain.profiler.events import read_folder
+from smtrain.profiler.monitor import percentile
+from smtrain.profiler.steprules import rank_stats, weighted_percentile
+from smtrain.profiler.steps import StepRecorder
+from smtrain.wire.profiler_settings import ProfilerSettings
+from tests.unit.test_step_profiler import _fast_steps
+
+
+def _cluster(folder: Path, hosts: int, ranks: int, steps: int = 2600) -> None:
+    """Each host's profiler folder, as a worker ships it: `ranks` ranks of real recorder files, the
+    last rank of the last host slower (3 ms steps against 1 ms), one epoch of evaluation on rank 0."""
+    for h in range(1, hosts + 1):
+        for r in range(ranks):
+            rank = (h - 1) * ranks + r
+            recorder = StepRecorder(ProfilerSettings(str(folder / f"algo-{h}"), f"algo-{h}", min_free_mb=0), rank=rank)
+            recorder.thread = object()  # no writer thread: _fast_steps flushes as the writer would
+            slow = h == hosts and r == ranks - 1
+            end = _fast_steps(recorder, steps, step_s=0.003 if slow else 0.001, start=1000.0 + 0.01 * rank,
+                              slow_every=500)
+            if rank == 0:
+                recorder.add_step("EVAL", end + 1, end + 1.5)
+            recorder.close()
+
+
+def _report(folder: Path, out: Path) -> dict:
+    assert job_report.main([str(folder), "--out", str(out), "--job", "--no-plots"]) == 0
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_digested_ranks_give_the_report_their_events_give(tmp_path: Path) -> None:
+    _cluster(tmp_path / "hosts", hosts=3, ranks=2)
+    parsed = _report(tmp_path / "hosts", tmp_path / "parsed")
+    for worker in ("algo-2", "algo-3"):  # what each worker does before shipping
+        folder = tmp_path / "hosts" / worker
+        digests.write(folder, digests.digest(read_folder([folder])))
+    assert len(list((tmp_path / "hosts").rglob("rank-digests/*.json"))) == 4
+    digested = _report(tmp_path / "hosts", tmp_path / "digested")
+    assert digested == parsed
+    assert len(digested["ranks"]) == 6 and digested["ranks"]["5-algo-3"]["steps"]["TRAIN"] == 2600
+    # a digest of an earlier job (its events end before --since) is left out; so is one that does not read
+    old = digests.read([tmp_path / "hosts"], since=1e12)
+    assert old == {}
+    broken = tmp_path / "hosts" / "algo-2" / digests.DIGEST_DIR / "2-algo-2.json"
+    broken.write_text("{")
+    assert "2-algo-2" not in digests.read([tmp_path / "hosts"]) and _report(tmp_path / "hosts", tmp_path / "b") == parsed
+
+
+def test_a_digest_round_trips_and_keeps_the_ranks_statistics(tmp_path: Path) -> None:
+    _cluster(tmp_path, hosts=1, ranks=1)
+    events = list(read_folder([tmp_path]))
+    (node, made), = digests.digest(events).items()
+    digests.write(tmp_path, {node: made})
+    assert digests.read([tmp_path]) == {node: made}
+    assert made.stats == rank_stats(events)[node]
+    assert made.first_train_start == min(e.start for e in events if e.kind == "Step" and e.mode == "TRAIN")
+    assert made.last_step_end == max(e.end for e in events if e.kind == "Step")
+
+
+def test_what_is_drawn_one_by_one_is_bounded_and_tells_something(tmp_path: Path) -> None:
+    _cluster(tmp_path, hosts=4, ranks=2, steps=300)
+    stats = rank_stats(read_folder([tmp_path]))
+    chosen = job_report.telling_ranks(stats)
+    assert len(chosen) <= job_report.SHOWN and chosen[0] == "0-algo-1"
+    assert "7-algo-4" in chosen  # the slowest
+    assert job_report.telling_ranks(dict(list(stats.items())[:3])) == list(stats)[:3]  # few: every one
+
+
+def test_plots_drawn_in_forked_processes_are_those_drawn_in_one() -> None:
+    def picture(i: int):
+        return None if i == 2 else (f"picture {i}", bytes([i]) * 10)
+
+    tasks = [lambda i=i: picture(i) for i in range(5)]
+    assert job_report.draw(tasks, workers=3) == job_report.draw(tasks, workers=1) == [picture(i) for i in range(5)]
+
+
+def test_the_merged_percentile_equals_its_reference() -> None:
+    def reference(values, bins, q):  # what weighted_percentile computed before (a pair per value, sorted)
+        if not bins:
+            return (statistics.median(values) if q == 50 else percentile(values, q)) if values else 0.0
+        weighted = sorted([(v, 1) for v in values] + [b for b in bins if b[1] > 0])
+        total = sum(n for _, n in weighted)
+        if not total:
+            return 0.0
+        wanted, seen = q / 100 * total, 0
+        for value, n in weighted:
+            seen += n
+            if seen >= wanted:
+                return value
+        return weighted[-1][0]
+
+    rng = random.Random(7)
+    for _ in range(20000):
+        values = [rng.choice([1.0, 2.0, 3.0, rng.random() * 10]) for _ in range(rng.randint(0, 12))]
+        bins = tuple((rng.choice([1.0, 2.0, 4.0, rng.random() * 10]), rng.randint(0, 5)) for _ in range(rng.randint(1, 5)))
+        q = rng.choice([0, 1, 12.5, 25, 33.3, 50, 75, 95, 99, 100])
+        assert weighted_percentile(values, bins, q) == reference(values, bins, q), (values, bins, q)
+
+
+def test_the_warm_report_draws_what_a_cold_one_does(tmp_path: Path) -> None:
+    """`--wait` (train starts the report with the job) takes its remaining arguments from stdin."""
+    import subprocess
+    import sys
+
+    _cluster(tmp_path / "hosts", hosts=2, ranks=1, steps=50)
+    shutil.copytree(tmp_path / "hosts", tmp_path / "copy")
+    process = subprocess.Popen([sys.executable, "-m", "smtrain.profiler.job_report", str(tmp_path / "hosts"), "--out",
+                                str(tmp_path / "warm"), "--job", "--wait"], stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, err = process.communicate(json.dumps(["--note", "a note", "--no-plots"]).encode() + b"\n", timeout=120)
+    assert process.returncode == 0, err
+    summary = json.loads((tmp_path / "warm" / "summary.json").read_text())
+    assert summary["notes"] == ["a note"] and len(summary["ranks"]) == 2
+    # train gone before the job ended: the warm report writes nothing and ends
+    process = subprocess.Popen([sys.executable, "-m", "smtrain.profiler.job_report", str(tmp_path / "copy"), "--out",
+                                str(tmp_path / "none"), "--job", "--wait"], stdin=subprocess.PIPE)
+    process.stdin.close()  # type: ignore[union-attr]
+    assert process.wait(timeout=120) == 0 and not (tmp_path / "none").exists()
+    assert plots.warm() is None  # loading twice in one process is harmless
