@@ -4,6 +4,8 @@
   job end  the last rank's process exits -> the master's train, and the last worker's, have exited
   script end  the same from the last rank's script's last line (its interpreter's exit included)
   failure  a rank on the last worker is SIGKILLed -> every host's train has exited
+  launch CPU busy  how busy this machine's CPUs were during the launch (every simulated host's
+           processes share them: near 100 %, the launch waits for CPU, not for the toolkit)
 
 Each is measured with the profiler on (the system monitor and step metrics, the master's report at
 the end: the default) and off (`sagemaker_system_monitor` and `sagemaker_framework_metrics` off).
@@ -15,6 +17,10 @@ records and every worker ships to the master for the job's one report (the repor
 every rank's steps).
 
     /opt/smtrain/venv/bin/python benchmarks/bench_multihost.py [--hosts 2 4 8] [--repeat 3] [--program timed|hvd] [--steps N]
+        [--per-host N]
+
+Every run checks that every host exited 0 (the failure runs aside) and, with the profiler on, that the
+master's one report counts every host and every rank with steps.
 
 Anchor (sagemaker-training 4.9.0, measured on simulated hosts): its workers sleep
 30 s after the job and poll every 30 s, so a job end takes >= 30 s to reach every host; a rank
@@ -26,6 +32,7 @@ import argparse
 import json
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -41,20 +48,47 @@ TRAIN = [str(Path(sys.executable).parent / "train")]
 PER_HOST = 2
 
 
+class CpuBusy:
+    """This machine's CPUs sampled every 0.1 s (/proc/stat): how busy they were between two times - on
+    simulated hosts every host's processes share them."""
+
+    def __init__(self) -> None:
+        self.samples: list[tuple[float, int, int]] = []  # (wall clock, busy jiffies, all jiffies)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            fields = [int(v) for v in open("/proc/stat").readline().split()[1:]]
+            idle = fields[3] + fields[4]  # idle, iowait
+            self.samples.append((time.time(), sum(fields) - idle, sum(fields)))
+
+    def between(self, start: float, end: float) -> float:
+        self._stop.set()
+        self._thread.join()
+        inside = [s for s in self.samples if start <= s[0] <= end]
+        if len(inside) < 2:
+            return float("nan")
+        return (inside[-1][1] - inside[0][1]) / max(1, inside[-1][2] - inside[0][2])
+
+
 def _read_times(cluster: Cluster, pattern: str) -> list[float]:
     return [float(p.read_text()) for h in cluster.hosts for p in (h.ml / "output" / "data").glob(pattern)]
 
 
-def one_run(num_hosts: int, die: bool, program: str, profiler: bool, steps: int = 0) -> dict[str, float]:
+def one_run(num_hosts: int, die: bool, program: str, profiler: bool, steps: int = 0,
+            per_host: int = PER_HOST) -> dict[str, float]:
     with Cluster(f"bm{num_hosts}", num_hosts, net=200 + num_hosts) as cluster:
-        ranks = num_hosts * PER_HOST
-        hps = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": PER_HOST, "run-for": 1,
+        ranks = num_hosts * per_host
+        hps = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": per_host, "run-for": 1,
                **({} if profiler else PROFILER_OFF)}
         if die:
             hps["die-rank"] = ranks - 1
         elif steps:
             hps["steps"] = steps
         cluster.write_job(hps, program=PROGRAMS["timed" if die else program])
+        cpu = CpuBusy()
         started, started_mono = time.time(), time.monotonic()
         cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
         edges = cluster.wait_timed(300)
@@ -64,11 +98,14 @@ def one_run(num_hosts: int, die: bool, program: str, profiler: bool, steps: int 
         starts = _read_times(cluster, "start-*")
         if len(starts) != ranks:
             raise RuntimeError(f"{len(starts)} of {ranks} ranks started")
-        result = {"launch": max(starts) - started}
+        result = {"launch": max(starts) - started, "launch_cpu_busy": cpu.between(started, max(starts))}
         last_host = max(ended.values())
         if die:
             result["failure"] = last_host - _read_times(cluster, "killed")[0]
         else:
+            failed = {name: status for name, status in edges.statuses.items() if status != 0}
+            if failed:
+                raise RuntimeError(f"hosts that did not exit 0: {failed}")
             last_line = max(_read_times(cluster, "end-*"))
             master = cluster.hosts[0].name
             worker = max(t for name, t in ended.items() if name != master)
@@ -78,12 +115,14 @@ def one_run(num_hosts: int, die: bool, program: str, profiler: bool, steps: int 
             report = cluster.hosts[0].ml / "output" / "data" / "profiler-report" / "summary.json"
             if profiler and not report.is_file():
                 raise RuntimeError("the master wrote no profiler report")
-            if profiler and steps:
+            if profiler:  # the one report counts every host, and every rank with its steps
                 summary = json.loads(report.read_text())
                 counted = {n: r["steps"]["TRAIN"] for n, r in summary["ranks"].items()}
-                if len(counted) != ranks or set(counted.values()) != {steps}:
-                    missing = sorted(set(f"{r}-{cluster.hosts[r // PER_HOST].name}" for r in range(ranks)) - set(counted))
-                    raise RuntimeError(f"the master's report counted {len(counted)} ranks, not {ranks} (missing: "
+                if len(summary["hosts"]) != num_hosts or len(counted) != ranks or \
+                        (steps and set(counted.values()) != {steps}) or 0 in counted.values():
+                    missing = sorted(set(f"{r}-{cluster.hosts[r // per_host].name}" for r in range(ranks)) - set(counted))
+                    raise RuntimeError(f"the master's report counted {len(summary['hosts'])} hosts and {counted}, "
+                                       f"not {num_hosts} hosts and {ranks} ranks of {steps or 'some'} steps (missing: "
                                        f"{missing}; its notes: {summary['notes']}); the master's log:\n"
                                        + cluster.hosts[0].stderr()[-1500:] + "".join(
                                            f"\n{h.name}'s log:\n{h.stderr()[-1500:]}" for h in cluster.hosts
@@ -97,23 +136,26 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--program", choices=sorted(PROGRAMS), default="timed")
     parser.add_argument("--steps", type=int, default=0, help="steps each timed rank takes (smtrain.progress.step)")
+    parser.add_argument("--per-host", type=int, default=PER_HOST, help="ranks per host")
     args = parser.parse_args()
-    print(f"{PER_HOST} ranks per host, program {args.program}; median of {args.repeat} runs; seconds")
+    print(f"{args.per_host} ranks per host, program {args.program}; median of {args.repeat} runs; seconds")
     print(f"{'hosts':>6}{'profiler':>10}{'launch':>10}{'end master':>12}{'end worker':>12}{'failure':>10}"
-          f"{'script end master':>19}{'script end worker':>19}")
+          f"{'script end master':>19}{'script end worker':>19}{'launch CPU busy':>16}")
     figures = {}
     for hosts in args.hosts:
         for profiler in (True, False):
-            runs = [one_run(hosts, False, args.program, profiler, args.steps) for _ in range(args.repeat)]
-            fails = [one_run(hosts, True, args.program, profiler) for _ in range(args.repeat)]
+            runs = [one_run(hosts, False, args.program, profiler, args.steps, args.per_host) for _ in range(args.repeat)]
+            fails = [one_run(hosts, True, args.program, profiler, per_host=args.per_host) for _ in range(args.repeat)]
             got = {key: statistics.median(r[key] for r in runs) for key in
-                   ("launch", "job_end_master", "job_end_worker", "script_end_master", "script_end_worker")}
+                   ("launch", "launch_cpu_busy", "job_end_master", "job_end_worker", "script_end_master",
+                    "script_end_worker")}
             got["failure"] = statistics.median(r["failure"] for r in fails)
             print(f"{hosts:>6}{'on' if profiler else 'off':>10}{got['launch']:>10.2f}{got['job_end_master']:>12.2f}"
                   f"{got['job_end_worker']:>12.2f}{got['failure']:>10.2f}{got['script_end_master']:>19.2f}"
-                  f"{got['script_end_worker']:>19.2f}", flush=True)
+                  f"{got['script_end_worker']:>19.2f}{got['launch_cpu_busy']:>14.0%}", flush=True)
             suffix = f"{hosts}_hosts" + ("" if profiler else "_profiler_off")
-            figures.update({f"{key}_s_{suffix}": value for key, value in got.items()})
+            figures.update({f"{key}_{suffix}" if key == "launch_cpu_busy" else f"{key}_s_{suffix}": value
+                            for key, value in got.items()})
     print("anchor, sagemaker-training 4.9.0: job end >= 30 s on every worker (sleep 30, then 30 s polls);"
           " a rank failing on a worker: that worker hangs")
     print_figures(figures)

@@ -127,3 +127,23 @@ def test_the_warm_report_draws_what_a_cold_one_does(tmp_path: Path) -> None:
     process.stdin.close()  # type: ignore[union-attr]
     assert process.wait(timeout=120) == 0 and not (tmp_path / "none").exists()
     assert plots.warm() is None  # loading twice in one process is harmless
+
+
+def _captions(out: Path) -> list[str]:
+    import re
+
+    import html
+
+    return [html.unescape(c) for c in re.findall(r"<figure><img alt='([^']+)'", (out / job_report.REPORT_FILE).read_text())]
+
+
+def test_every_plot_is_drawn_and_names_the_ranks_it_picked_where_it_picked(tmp_path: Path) -> None:
+    _cluster(tmp_path / "few", hosts=2, ranks=1, steps=100)
+    assert job_report.main([str(tmp_path / "few"), "--out", str(tmp_path / "few-out"), "--job"]) == 0
+    few = _captions(tmp_path / "few-out")
+    assert few[:4] == ["Step duration over time, per rank", "Histogram of training step durations, per rank",
+                       "Where each rank's time went", "Spread of step times across ranks"], few
+    _cluster(tmp_path / "many", hosts=3, ranks=2, steps=100)
+    assert job_report.main([str(tmp_path / "many"), "--out", str(tmp_path / "many-out"), "--job"]) == 0
+    many = _captions(tmp_path / "many-out")
+    assert len(many) == len(few) and all("of 6: the first, the slowest" in c for c in many[:4]), many

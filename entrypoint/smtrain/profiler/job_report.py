@@ -185,7 +185,8 @@ def telling_hosts(series: Series, most: int = SHOWN) -> list[str]:
 
 
 def _noted(picture: Optional[plots.Picture], note: str) -> Optional[plots.Picture]:
-    return None if picture is None or not note else (f"{picture[0]} ({note})", picture[1])
+    """`picture` with `note` (which ranks or hosts it draws) after its title, where there is one."""
+    return picture if picture is None or not note else (f"{picture[0]} ({note})", picture[1])
 
 
 def _pictures(series: Series, events: list[StepEvent], ctx: steprules.StepContext,
