@@ -36,10 +36,12 @@ def warm() -> None:
     plt = _pyplot()
     import numpy  # noqa: F401
 
-    figure, ax = plt.subplots(figsize=(2, 1))
-    ax.plot([0, 1], [0, 1], label="warm")
-    ax.set_xlabel("seconds")
-    ax.legend()
+    figure, axes = plt.subplots(1, 2, figsize=(3, 1))
+    axes[0].plot([1, 2], [0.1, 100], linestyle="none", marker="o", label="warm")
+    axes[0].set_yscale("log")  # its tick labels are mathtext, whose parser is built on first use
+    axes[0].set_xlabel("seconds")
+    axes[0].legend()
+    figure.colorbar(axes[1].imshow([[0.0, 50.0]], vmin=0, vmax=100), ax=axes[1])
     _png(figure)
 
 
@@ -143,9 +145,9 @@ def step_times(events: list[Any], start: float) -> Optional[Picture]:
     for node in sorted({e.node for e in steps}):
         for mode, marker in (("TRAIN", "o"), ("EVAL", "s"), ("PREDICT", "^")):
             mine = [e for e in steps if e.node == node and e.mode == mode]
-            if mine:
-                ax.scatter([e.start - start for e in mine], [e.duration * 1e3 for e in mine], s=8, marker=marker,
-                           label=f"rank {node} {mode.lower()}")
+            if mine:  # markers of a line, not a scatter: Agg stamps one marker many times, a scatter draws each
+                ax.plot([e.start - start for e in mine], [e.duration * 1e3 for e in mine], linestyle="none",
+                        marker=marker, markersize=2.5, label=f"rank {node} {mode.lower()}")
             means = sorted((s for s in summaries if s.node == node and s.mode == mode), key=lambda s: s.start)
             if means:
                 ax.plot([(s.start + s.end) / 2 - start for s in means], [s.total_s / s.count * 1e3 for s in means],
@@ -177,7 +179,8 @@ def step_histograms(ranks: dict[str, RankStats]) -> Optional[Picture]:
     low, high = min(values, default=0.1), max(values, default=1.0)
     bins = numpy.geomspace(low, high * 1.0001, 40) if high > low else 40  # log bins: the first step's tracing is 1000x
     for node, (steps, weights) in weighted.items():
-        ax.hist(steps, bins=bins, weights=weights, alpha=0.5, label=f"rank {node} ({ranks[node].train_steps} steps)")
+        ax.hist(steps, bins=bins, weights=weights, alpha=0.5, histtype="stepfilled",  # one patch a rank, not a bar a bin
+                label=f"rank {node} ({ranks[node].train_steps} steps)")
     if high > low:
         ax.set_xscale("log")
     ax.set_xlabel("training step duration (ms)")
@@ -246,12 +249,12 @@ def utilisation_against_steps(series: Series, events: list[StepEvent], start: fl
     ax.set_ylabel(f"{used} utilisation %")
     ax.set_xlabel("seconds since the job's start")
     twin = ax.twinx()
-    twin.scatter([e.start - start for e in train], [e.duration * 1e3 for e in train], s=6, color="black",
-                 label="training step (ms)")
+    twin.plot([e.start - start for e in train], [e.duration * 1e3 for e in train], linestyle="none", marker="o",
+              markersize=2, color="black", label="training step (ms)")
     gaps = [e for e in events if e.kind == BETWEEN and e.mode == "TRAIN"]
     if gaps:
-        twin.scatter([e.start - start for e in gaps], [e.duration * 1e3 for e in gaps], s=6, color="red",
-                     marker="x", label="between steps (ms)")
+        twin.plot([e.start - start for e in gaps], [e.duration * 1e3 for e in gaps], linestyle="none", marker="x",
+                  markersize=2.5, color="red", label="between steps (ms)")
     twin.set_yscale("log")
     twin.set_ylabel("ms")
     ax.legend(loc="upper left", fontsize="small")
