@@ -4,8 +4,9 @@
   job end  the last rank's process exits -> the master's train, and the last worker's, have exited
   script end  the same from the last rank's script's last line (its interpreter's exit included)
   failure  a rank on the last worker is SIGKILLed -> every host's train has exited
-  launch CPU busy  how busy this machine's CPUs were during the launch (every simulated host's
-           processes share them: near 100 %, the launch waits for CPU, not for the toolkit)
+  launch CPU busy, end CPU busy  how busy this machine's CPUs were during the launch, and from the
+           last rank's exit to the master's (every simulated host's processes share them: near 100 %,
+           the edge waits for CPU, not for the toolkit)
 
 Each is measured with the profiler on (the system monitor and step metrics, the master's report at
 the end: the default) and off (`sagemaker_system_monitor` and `sagemaker_framework_metrics` off).
@@ -65,8 +66,13 @@ class CpuBusy:
             self.samples.append((time.time(), sum(fields) - idle, sum(fields)))
 
     def between(self, start: float, end: float) -> float:
+        """The CPUs' busy share from `start` to `end` (wall clock), sampling stopped."""
         self._stop.set()
         self._thread.join()
+        return self.busy(start, end)
+
+    def busy(self, start: float, end: float) -> float:
+        """The CPUs' busy share from `start` to `end` (wall clock) in the samples so far."""
         inside = [s for s in self.samples if start <= s[0] <= end]
         if len(inside) < 2:
             return float("nan")
@@ -98,7 +104,7 @@ def one_run(num_hosts: int, die: bool, program: str, profiler: bool, steps: int 
         starts = _read_times(cluster, "start-*")
         if len(starts) != ranks:
             raise RuntimeError(f"{len(starts)} of {ranks} ranks started")
-        result = {"launch": max(starts) - started, "launch_cpu_busy": cpu.between(started, max(starts))}
+        result = {"launch": max(starts) - started, "launch_cpu_busy": cpu.busy(started, max(starts))}
         last_host = max(ended.values())
         if die:
             result["failure"] = last_host - _read_times(cluster, "killed")[0]
@@ -111,7 +117,8 @@ def one_run(num_hosts: int, die: bool, program: str, profiler: bool, steps: int 
             worker = max(t for name, t in ended.items() if name != master)
             after = edges.after_last_rank()
             result.update(job_end_master=after[master], job_end_worker=max(t for n, t in after.items() if n != master),
-                          script_end_master=ended[master] - last_line, script_end_worker=worker - last_line)
+                          script_end_master=ended[master] - last_line, script_end_worker=worker - last_line,
+                          end_cpu_busy=cpu.between(ended[master] - after[master], ended[master]))
             report = cluster.hosts[0].ml / "output" / "data" / "profiler-report" / "summary.json"
             if profiler and not report.is_file():
                 raise RuntimeError("the master wrote no profiler report")
@@ -140,7 +147,7 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.per_host} ranks per host, program {args.program}; median of {args.repeat} runs; seconds")
     print(f"{'hosts':>6}{'profiler':>10}{'launch':>10}{'end master':>12}{'end worker':>12}{'failure':>10}"
-          f"{'script end master':>19}{'script end worker':>19}{'launch CPU busy':>16}")
+          f"{'script end master':>19}{'script end worker':>19}{'launch CPU busy':>16}{'end CPU busy':>13}")
     figures = {}
     for hosts in args.hosts:
         for profiler in (True, False):
@@ -148,13 +155,14 @@ def main() -> None:
             fails = [one_run(hosts, True, args.program, profiler, per_host=args.per_host) for _ in range(args.repeat)]
             got = {key: statistics.median(r[key] for r in runs) for key in
                    ("launch", "launch_cpu_busy", "job_end_master", "job_end_worker", "script_end_master",
-                    "script_end_worker")}
+                    "script_end_worker", "end_cpu_busy")}
             got["failure"] = statistics.median(r["failure"] for r in fails)
             print(f"{hosts:>6}{'on' if profiler else 'off':>10}{got['launch']:>10.2f}{got['job_end_master']:>12.2f}"
                   f"{got['job_end_worker']:>12.2f}{got['failure']:>10.2f}{got['script_end_master']:>19.2f}"
-                  f"{got['script_end_worker']:>19.2f}{got['launch_cpu_busy']:>14.0%}", flush=True)
+                  f"{got['script_end_worker']:>19.2f}{got['launch_cpu_busy']:>16.0%}{got['end_cpu_busy']:>13.0%}",
+                  flush=True)
             suffix = f"{hosts}_hosts" + ("" if profiler else "_profiler_off")
-            figures.update({f"{key}_{suffix}" if key == "launch_cpu_busy" else f"{key}_s_{suffix}": value
+            figures.update({f"{key}_{suffix}" if key.endswith("cpu_busy") else f"{key}_s_{suffix}": value
                             for key, value in got.items()})
     print("anchor, sagemaker-training 4.9.0: job end >= 30 s on every worker (sleep 30, then 30 s polls);"
           " a rank failing on a worker: that worker hangs")

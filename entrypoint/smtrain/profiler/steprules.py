@@ -196,7 +196,9 @@ def rank_stats(events: Iterable[Union[StepEvent, StepSummary]]) -> dict[str, Ran
         totals["between"] = (sum(e.duration for e in evs if e.kind == BETWEEN)
                              + sum(s.total_s for s in sums if s.kind == BETWEEN))
         spans = steps + step_sums
-        result[node] = RankStats(node, counts, [e.duration * 1e3 for e in train], [e.duration * 1e3 for e in between],
+        # durations to the microsecond, the events' own resolution (without the float noise of end - start)
+        result[node] = RankStats(node, counts, [round(e.duration * 1e3, 3) for e in train],
+                                 [round(e.duration * 1e3, 3) for e in between],
                                  totals, min((e.start for e in spans), default=0.0),
                                  max((e.end for e in spans), default=0.0),
                                  _merge_bins(s for s in step_sums if s.mode == "TRAIN"),

@@ -147,6 +147,7 @@ class Master:
             job.start_companions(job.token)
             outcome = run_attempts(self._attempt, self._restart, plan.restarts.max_restarts, job.waker)
             self.server.end(outcome.status, outcome.reason)
+            job.helpers.stop()  # this host's monitor writes its last samples while the workers pack theirs
             if plan.profiler_dir is not None and coordination.workers:
                 job.report_notes += gather_profiles(self.server, list(coordination.workers), plan.profiler_dir)
         finally:
