@@ -136,8 +136,8 @@ class ControlServer:
         """Sends a message to every worker connected now; a broken connection shows in its reader."""
         data = encode(message_type, **fields)
         with self._lock:
-            peers = list(self._workers.items())
-        for host, sock in peers:
+            workers = list(self._workers.items())
+        for host, sock in workers:
             try:
                 sock.sendall(data)
             except OSError:
