@@ -45,8 +45,8 @@ def ship_profile(link: MasterLink, job: HostJob) -> None:
     assert folder is not None
     try:
         digests.write(folder, digests.digest(e for e in read_folder([folder]) if e.end >= job.started_at))
-    except (OSError, ValueError) as e:  # the report parses this host's events itself
-        log(f"could not digest this host's step events: {e}")
+    except Exception as e:  # whatever went wrong, the data still ships: the report parses these ranks' events
+        log(f"could not digest this host's step events ({type(e).__name__}: {e}); the report will parse them")
     packed = pack(folder, job.started_at - 1.0)
     data = packed.data
     for at in range(0, len(data), PROFILE_CHUNK):
