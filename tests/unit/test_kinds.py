@@ -29,7 +29,6 @@ class RingAllreduce(Kind):
     which finds its neighbours in RING_HOSTS (set on every distribution host, one host too)."""
 
     name = "ring-allreduce"
-    title = "the ring"
     flag = FLAG
     offer = f"ring all-reduce jobs ({FLAG})"
 

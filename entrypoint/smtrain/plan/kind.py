@@ -2,7 +2,7 @@
 planner gets (`KindInputs`) and returns (`HostPart`).
 
 A kind owns everything about itself: the hyperparameter that turns it on and how it is read, its
-title in messages, the rule for where it runs, what it adds to every program's environment
+name in messages, the rule for where it runs, what it adds to every program's environment
 (TF_CONFIG) and this host's part in it (the processes and the `Coordination` that `run` carries out).
 The kinds' table, `plan.kinds.KINDS`, is the only list of them."""
 from __future__ import annotations
@@ -67,9 +67,8 @@ class Kind:
     table; the defaults are those of a kind no hyperparameter turns on."""
 
     name = ""  # how `train --dry-run` names it ("distribution")
-    title = ""  # how messages name it
     flag = ""  # the hyperparameter that turns it on (the SDK's `distribution=`); empty: none does
-    offer = ""  # how the message for a distribution this image does not serve names this one
+    offer = ""  # how messages name it (what this image serves, in the refusal of a distribution it does not)
 
     def flag_on(self, hyperparameters: Mapping[str, Any]) -> bool:
         """Whether its hyperparameter turns it on (as the SDK writes flags: JSON or strings)."""

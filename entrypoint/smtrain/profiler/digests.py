@@ -98,9 +98,7 @@ def read(folders: Iterable[Path], since: float = 0.0) -> dict[str, RankDigest]:
     are parsed instead)."""
     found = {}
     for folder in folders:
-        for path in sorted(Path(folder).rglob("*.json")):
-            if path.parent.name != DIGEST_DIR.name or path.parent.parent.name != DIGEST_DIR.parent.name:
-                continue
+        for path in sorted(Path(folder).rglob(f"{DIGEST_DIR.parent.name}/{DIGEST_DIR.name}/*.json")):
             try:
                 d = RankDigest.from_json(json.loads(path.read_text()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError):

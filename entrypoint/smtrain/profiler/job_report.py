@@ -207,7 +207,8 @@ def _pictures(series: Series, events: list[StepEvent], ctx: steprules.StepContex
     else:
         of_ranks = ""
     names = telling_hosts(series)
-    few = {k: v for k, v in series.items() if k[0] in set(names)}
+    drawn_hosts = set(names)
+    few = {k: v for k, v in series.items() if k[0] in drawn_hosts}
     of_hosts = f"hosts {', '.join(names)} of {len(hosts(series))}: the first, the busiest, the idlest, the median" \
         if len(names) < len(hosts(series)) else ""
     by_load = sorted(names, key=lambda h: _load(series, h))

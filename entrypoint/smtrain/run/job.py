@@ -139,10 +139,9 @@ class HostJob:
         and the warm profiler report."""
         return self.helpers.pids + self.report_pids
 
-    def start_helpers(self) -> list[int]:
-        """Starts the plan's helpers (feeder, demultiplexers, monitor); their pids."""
+    def start_helpers(self) -> None:
+        """Starts the plan's helpers (feeder, demultiplexers, monitor)."""
         start_helpers(self.plan, self.helpers)
-        return self.helpers.pids
 
     def restart_pipes(self) -> None:
         """Before a restart in place: the Pipe channels this host serves (emulated from files, dealt by

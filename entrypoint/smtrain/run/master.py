@@ -55,7 +55,8 @@ def open_control(coordination: Coordination, token: str, waker: SignalWaker, dog
             dog.waited_for(waits, check_s)
 
     try:
-        return ControlServer(coordination.control_bind, coordination.control_port, token, log, coordination.heartbeat_timeout_s,
+        return ControlServer(coordination.control_bind, coordination.control_port, token, log,
+                             coordination.heartbeat_timeout_s,
                              on_lost=waker.post, on_progress=on_progress, on_waiting=on_waiting, on_news=waker.post,
                              ssh_key=ssh_key)
     except OSError as e:

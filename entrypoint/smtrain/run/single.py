@@ -46,7 +46,9 @@ def _attempt(job: HostJob, number: int) -> tuple[JobOutcome, Attempt]:
             nonlocal dog
             if plan.stall_timeout_s > 0:
                 dog = _watch_program(job, progress)
-            return (job.start_helpers() + job.report_pids) if number == 0 else job.spared_pids
+            if number == 0:
+                job.start_helpers()
+            return job.spared_pids
 
         def why_end() -> Optional[str]:
             return "the program stalled" if dog is not None and dog.stall else None

@@ -75,7 +75,8 @@ class Worker:
             start_sshd(job.helpers, coordination.sshd_argv, coordination.sshd_port, self.deadline)
             log("sshd is up")
         log(f"connecting to the master {coordination.master}:{coordination.control_port}")
-        client = connect_to_master(job.plan.host, coordination.master, coordination.control_port, self.deadline, coordination.peer_wait_s)
+        client = connect_to_master(job.plan.host, coordination.master, coordination.control_port, self.deadline,
+                                   coordination.peer_wait_s)
         try:
             self.link = MasterLink(client, coordination.master, coordination.heartbeat_timeout_s, job.waker).start()
             if serves_mpirun:

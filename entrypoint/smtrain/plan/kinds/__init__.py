@@ -2,7 +2,7 @@
 runs: each kind is one module here (plan.kind.Kind), and `run` carries out the `Coordination` its
 planner decides without knowing the kind.
 
-A new kind: its module here (its flag, title, where it runs, its environment, its planner) and its
+A new kind: its module here (its flag, how messages name it, where it runs, its environment, its planner) and its
 row in `KINDS`; nothing else names it."""
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def asked_kind(config: TrainingConfig, kinds: tuple[Kind, ...]) -> Optional[Kind
     if len(chosen) > 1:
         raise ConfigError(f"{where}: hyperparameters {' and '.join(repr(c) for c in chosen)} each turn on a "
                           "distribution; a job runs one (set only one of them)")
-    return next((k for k in kinds if k.flag and k.asked(config)), None)
+    return next((k for k in kinds if k.asked(config)), None)
 
 
 def choose(config: TrainingConfig) -> tuple[Optional[Kind], Kind, JobShape]:

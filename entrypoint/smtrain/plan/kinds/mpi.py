@@ -1,6 +1,6 @@
 """MPI (Horovod), asked for by `sagemaker_mpi_enabled` or SDK v3 ModelTrainer's `distributed=MPI(...)`,
-on the distribution's hosts (one host too): the master runs mpirun, which starts every rank through the workers' sshd (a worker
-runs no program of its own). mpirun aborts the job itself when a rank fails; the job ends when mpirun
+on the distribution's hosts (one host too): the master runs mpirun, which starts every rank through
+the workers' sshd (a worker runs no program of its own). mpirun aborts the job itself when a rank fails; the job ends when mpirun
 does. Signals reach the ranks through their launchers on each host (mpirun does not pass them on)."""
 from __future__ import annotations
 
@@ -25,7 +25,6 @@ class Mpi(Kind):
     """mpirun's command on the master; sshd on a worker; every rank, host after host (--map-by slot)."""
 
     name = "mpi"
-    title = "Horovod and MPI"
     flag = "sagemaker_mpi_enabled"
     offer = f"Horovod and MPI jobs (distribution={{'mpi': {{'enabled': True}}}}, i.e. {flag})"
 

@@ -28,7 +28,6 @@ class MultiWorkerMirrored(Kind):
     """Worker i on the distribution's host i."""
 
     name = "multi-worker-mirrored"
-    title = "MultiWorkerMirroredStrategy"
     flag = "sagemaker_multi_worker_mirrored_strategy_enabled"
     offer = f"TensorFlow's MultiWorkerMirroredStrategy ({flag})"
 

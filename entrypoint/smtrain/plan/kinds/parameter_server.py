@@ -1,5 +1,5 @@
-"""TensorFlow parameter servers on two or more hosts (`sagemaker_parameter_server_enabled`), as SageMaker's TensorFlow container
-(sagemaker-tensorflow-training 20.5.0) runs them: the first distribution host runs the program as
+"""TensorFlow parameter servers on two or more hosts (`sagemaker_parameter_server_enabled`), as
+SageMaker's TensorFlow container (sagemaker-tensorflow-training 20.5.0) runs them: the first distribution host runs the program as
 TF_CONFIG's `master`, the others as `worker` i (port 2222), and every host also runs a parameter
 server `ps` i (port 2223, CPU only: smtrain.run.tfserver) beside its program. The job ends when the
 master's program (the coordinator) ends; the workers' programs still running and every parameter
@@ -46,7 +46,6 @@ class ParameterServer(Kind):
     """Tasks numbered programs first (host order), then the parameter servers."""
 
     name = "parameter-server"
-    title = "parameter servers"
     flag = "sagemaker_parameter_server_enabled"
     offer = f"TensorFlow's parameter servers ({flag})"
 

@@ -13,7 +13,6 @@ class Single(Kind):
     """The program as the user's entry point runs it, reading each Pipe channel directly."""
 
     name = "single"
-    title = "a program on its own"
     offer = "single-host programs"
 
     def runs_on(self, config: TrainingConfig, groups: tuple[str, ...], hosts: tuple[str, ...]) -> bool:
