@@ -1,6 +1,7 @@
 """The master's side of the control channel on loopback: a worker that goes silent without closing
 its connection, its host still acknowledging, is lost after six times the heartbeat timeout; one that
-keeps beating is not. (A host that stops answering: tests/cluster, a cut cable.)"""
+keeps beating is not. (A host that stops answering: tests/cluster, a cut cable.) Rank reports: when
+the master stops waiting for them."""
 from __future__ import annotations
 
 import socket
@@ -9,6 +10,7 @@ import time
 
 from smtrain.run.control_server import ControlServer
 from smtrain.wire.control_protocol import MessageType, encode
+from smtrain.wire.rank_failure import RankFailure
 
 
 def _worker(port: int, host: str) -> socket.socket:
@@ -54,5 +56,32 @@ def test_workers_leaving_after_the_end_are_not_lost() -> None:
         server.end(0, "")
         time.sleep(0.3)
         assert server.lost_hosts() == [] and not lost.is_set()
+    finally:
+        server.close()
+
+
+def _report(port: int, rank: int, final: bool, tail: str) -> None:
+    failure = RankFailure(host="algo-1", rank=rank, local_rank=rank, final=final, program="train.py",
+                          error_at=time.time(), stderr_tail=tail, exit_code=1 if final else None)
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(encode(MessageType.RANK_EXIT, token="token", **failure.to_fields()))
+
+
+def test_the_root_cause_is_decided_once_every_rank_has_reported_its_end_without_the_quiet_wait() -> None:
+    """mpirun may end while reports are in flight, so the master waits for a quiet spell - but once
+    each of the job's ranks has sent its final report, none can come: it decides then (a restart in
+    place starts that much sooner). Short of that, it waits for the quiet spell."""
+    server = ControlServer("127.0.0.1", 0, "token", lambda m: None, heartbeat_timeout_s=5)
+    try:
+        _report(server.port, 1, True, "RuntimeError: boom")
+        _report(server.port, 0, False, "Horovod has been shut down")
+        began = time.monotonic()
+        assert server.first_report(quiet_s=1.5, max_wait_s=10, ranks=2) is not None
+        assert time.monotonic() - began >= 1.4  # rank 0's final report is missing: the quiet spell
+        began = time.monotonic()
+        _report(server.port, 0, True, "Horovod has been shut down")
+        cause = server.first_report(quiet_s=5, max_wait_s=10, ranks=2)
+        assert time.monotonic() - began < 2.5  # not the 5-s quiet spell
+        assert cause is not None and cause.rank == 1
     finally:
         server.close()

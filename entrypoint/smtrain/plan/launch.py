@@ -11,7 +11,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 from ..config.hyperparameters import to_cmd_args
 from ..config.model import HostFacts, InputMode, TrainingConfig
 from ..config.secrets import Redactor
-from ..wire.contract import without_internals
+from ..wire.contract import SKIP_TEARDOWN_ENV, without_internals
 from ..wire.pipe_assignment import PipeAssignment, PipeMode, demux_folder, pipe_env
 from ..wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
 from .coordination import Coordination
@@ -139,6 +139,15 @@ def profiler_env(config: TrainingConfig) -> dict[str, str]:
     return {FRAMEWORK_PROFILER_ENV: settings.to_json()}
 
 
+def teardown_env(config: TrainingConfig) -> dict[str, str]:
+    """Where restarts in place are asked for, a program that dies of an uncaught exception skips the
+    interpreter's teardown (its start-up hook), so that the job starts again sooner; the user's own
+    SM_SKIP_TEARDOWN_ON_FAILURE (0 or 1) wins."""
+    if config.max_restarts == 0 or SKIP_TEARDOWN_ENV in config.environ:
+        return {}
+    return {SKIP_TEARDOWN_ENV: "1"}
+
+
 def profiler_folder(config: TrainingConfig) -> Optional[Path]:
     """This host's profiler folder, when the system monitor or step metrics are on."""
     if config.monitor_interval_ms is None and not config.profiling.steps:
@@ -176,6 +185,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
             **sm_env_vars(config, facts, shape),
             "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
             **profiler_env(config),
+            **teardown_env(config),
             **({"SM_TENSORBOARD_DIR": str(config.tensorboard_dir)} if config.tensorboard_dir else {}),
             **pipe_env(pipes, 0),
             "PYTHONPATH": pythonpath,

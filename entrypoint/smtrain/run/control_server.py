@@ -87,18 +87,22 @@ class ControlServer:
         with self._lock:
             return host in self._workers or any(h == host for _, h in self._lost)
 
-    def first_report(self, quiet_s: float = 0.3, max_wait_s: float = 2.0) -> Optional[RankFailure]:
+    def first_report(self, quiet_s: float = 0.3, max_wait_s: float = 2.0, ranks: int = 0) -> Optional[RankFailure]:
         """The root cause among the failed ranks' reports (`root_cause`). Waits until no report came
-        for `quiet_s` (at most `max_wait_s`): mpirun may end while reports are in flight."""
+        for `quiet_s` (at most `max_wait_s`): mpirun may end while reports are in flight - or until
+        each of the job's `ranks` (if given) has sent its final report, after which none can come."""
         deadline = time.monotonic() + max_wait_s
         with self._lock:
-            while time.monotonic() < deadline:
+            while time.monotonic() < deadline and not self._all_final(ranks):
                 count = len(self._reports)
                 self._lock.wait(min(quiet_s, max(0.0, deadline - time.monotonic())))
                 if len(self._reports) == count:
                     break
             reports = list(self._reports)
         return root_cause(reports)
+
+    def _all_final(self, ranks: int) -> bool:
+        return ranks > 0 and len({(r.host, r.rank) for r in self._reports if r.final}) >= ranks
 
     def has_reports(self, final: bool = False) -> bool:
         """Whether a rank report came (`final`: one saying its program ended)."""

@@ -298,7 +298,8 @@ class Master:
     def _view(self, result: ProcessResult) -> JobView:
         stall = self.dogs[0].stall if self.dogs else None
         # mpirun (or the program) may end while reports are in flight: wait for them when anything failed
-        report = self.server.first_report(max_wait_s=2.0 if result.exit_code or self.server.has_reports() else 0.0)
+        report = self.server.first_report(max_wait_s=2.0 if result.exit_code or self.server.has_reports() else 0.0,
+                                          ranks=len(self.coordination.ranks))
         return JobView(
             program=result, program_name=self.coordination.program_name, script=str(self.job.plan.program.program_path),
             stall=stall.describe() if stall is not None else None, report=report,

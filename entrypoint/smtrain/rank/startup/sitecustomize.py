@@ -21,6 +21,7 @@ PROFILED_MODULES = ("keras.src.callbacks.callback_list", "tf_keras.src.callbacks
                     "tensorflow.python.eager.polymorphic_function.polymorphic_function",
                     "tensorflow.python.eager.backprop", "horovod.tensorflow")
 _STEP_HOOK = "smtrain.common.stephook"
+SKIP_TEARDOWN_ENV = "SM_SKIP_TEARDOWN_ON_FAILURE"  # smtrain.wire.contract's (a unit test checks they agree)
 
 
 def _count_init(module):
@@ -124,6 +125,37 @@ class _StepProfiler:
             sys.stderr.write(f"[smtrain] step profiling is off: {type(e).__name__}: {e}\n")
 
 
+def _skip_teardown_on_failure():
+    """After an uncaught exception in the main thread the exit status is 1 whatever follows: the
+    interpreter joins the non-daemon threads, runs the atexit handlers - this one last, as it is
+    registered first - and then tears down its modules, which is what this skips (stdio flushed).
+    Only a call of the hook by the interpreter itself (no Python caller: not a REPL's or a
+    program's own call) counts; KeyboardInterrupt keeps its signal status; a program that set
+    an excepthook of its own keeps its teardown."""
+    import atexit
+
+    previous = sys.excepthook
+    uncaught = []
+
+    def excepthook(kind, value, traceback):
+        if sys._getframe().f_back is None and not issubclass(kind, KeyboardInterrupt):
+            uncaught.append(kind)
+        previous(kind, value, traceback)
+
+    def exit_now():
+        if not uncaught:
+            return
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:
+                pass
+        os._exit(1)
+
+    sys.excepthook = excepthook
+    atexit.register(exit_now)
+
+
 def _load_the_shadowed_sitecustomize():
     here = os.path.dirname(os.path.abspath(__file__))
     ours = sys.modules.pop("sitecustomize", None)
@@ -141,6 +173,8 @@ def _load_the_shadowed_sitecustomize():
 def _install():
     watched = {_HOROVOD_BASICS: _count_init, **_StepProfiler().watched()}
     sys.meta_path.insert(0, _ImportProbe(watched))
+    if os.environ.get(SKIP_TEARDOWN_ENV) == "1":
+        _skip_teardown_on_failure()
 
 
 _install()
