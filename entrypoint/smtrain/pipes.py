@@ -28,12 +28,12 @@ from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, Ty
 from . import progress
 from .common.frameworks import running_horovod
 from .common.scratch import make_scratch_dir, shm_folder
-from .data.fingerprints import fingerprint
+from .data.fingerprints import fingerprint, to_bytes
 from .data.journal import ReadJournal
 from .data.native import NativePipes, native_pipes
 from .data.fifo import PipeError, open_fifo
 from .data.record_reader import CHUNK, CorruptRecord, RecordSplitter, write_spans
-from .wire.pipe_assignment import PipeMode, channel_mode, pipe_variable
+from .wire.pipe_assignment import PipeMode, channel_mode, consumed_handoff, pipe_variable
 from .wire.record_format import RecordFormat
 
 __all__ = [
@@ -143,6 +143,8 @@ def records(
         return
     demuxed = channel_mode(channel, environ) is PipeMode.DEMUX  # its demultiplexer drops them for every rank
     journal, drop = (JOURNAL if reader_journal is None else reader_journal).start(channel, epoch, skip, demuxed)
+    if demuxed and journal.carried:
+        _hand_to_demultiplexer(fifo_prefix(channel, environ), journal.fingerprints[:journal.carried])
     # Without fingerprints to resume from, the first `skip` count as consumed: kept, not delivered.
     by_count = skip if journal.carried == 0 else 0
     append = journal.fingerprints.append
@@ -162,6 +164,16 @@ def records(
     if drop is not None and drop.missing:
         sys.stderr.write(f"[smtrain.pipes] channel {channel!r}: {drop.missing} of the {drop.total} records consumed "
                          "before the restart did not come again in this epoch (did the data change?)\n")
+
+
+def _hand_to_demultiplexer(prefix: str, consumed: "array[int]") -> None:
+    """Leave this rank's consumed fingerprints where its host's demultiplexer reads them before it
+    deals FIFO 0 (it waits for every rank to open its FIFO, which this rank does next); whole, by a
+    rename. Every host's demultiplexer learns its own ranks' from them, in a job across hosts too."""
+    path = consumed_handoff(prefix)
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    temporary.write_bytes(to_bytes(consumed))
+    os.replace(temporary, path)
 
 
 # This process's reader journal: what smtrain.checkpoints stores and restores, unless handed another.

@@ -168,11 +168,12 @@ def _pipe_job(cluster: Cluster, layout: str) -> dict[str, list[bytes]]:
     return records
 
 
-@pytest.mark.parametrize("layout", ["demux", "per-rank"])
+@pytest.mark.parametrize("layout", ["demux", "shuffled", "per-rank"])
 def test_a_pipe_mode_job_restarted_in_place_trains_on_every_record_once(cluster: Cluster, layout: str) -> None:
     """Every record of every epoch is trained on exactly once per host across the two attempts (what
     each rank's checkpoints committed, counted): the restarted attempt reads each channel from FIFO 0
-    with whole epochs, as after a spot restart, and resumes at the checkpoint's positions."""
+    with whole epochs, as after a spot restart, and resumes at the checkpoint's positions - shuffled, by
+    the fingerprints each host's ranks hand their demultiplexer (the worker host has no checkpoint)."""
     from collections import Counter
 
     records = _pipe_job(cluster, layout)
@@ -190,4 +191,8 @@ def test_a_pipe_mode_job_restarted_in_place_trains_on_every_record_once(cluster:
         for path in data.glob("starts-*"):  # two attempts; the second resumed where the checkpoints said
             assert len(path.read_text().splitlines()) == 2, (path.name, path.read_text())
     assert "the job succeeded after 1 restart(s) in place" in cluster.hosts[0].stderr()
+    if layout == "shuffled":  # each host's demultiplexer, the worker's too, left out what its ranks consumed
+        for host in cluster.hosts:
+            assert "consumed of the interrupted epoch are left out of FIFO 0" in host.stderr(), host.name
+        assert not (cluster.hosts[1].ml / "checkpoints").exists() or not any((cluster.hosts[1].ml / "checkpoints").iterdir())
     assert cluster.leftovers() == {}

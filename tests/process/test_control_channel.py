@@ -67,21 +67,26 @@ def _report(port: int, rank: int, final: bool, tail: str) -> None:
         sock.sendall(encode(MessageType.RANK_EXIT, token="token", **failure.to_fields()))
 
 
-def test_the_root_cause_is_decided_once_every_rank_has_reported_its_end_without_the_quiet_wait() -> None:
-    """mpirun may end while reports are in flight, so the master waits for a quiet spell - but once
-    each of the job's ranks has sent its final report, none can come: it decides then (a restart in
-    place starts that much sooner). Short of that, it waits for the quiet spell."""
+def test_the_master_waits_for_rank_reports_in_flight_only_while_they_could_change_the_root_cause() -> None:
+    """mpirun may end while reports are in flight: the master waits for a quiet spell - a short one
+    once a rank that failed of itself has reported its end, none once each of the job's ranks has
+    sent its final report (a restart in place starts that much sooner)."""
     server = ControlServer("127.0.0.1", 0, "token", lambda m: None, heartbeat_timeout_s=5)
     try:
+        _report(server.port, 0, False, "Horovod has been shut down")  # a consequence, early
+        began = time.monotonic()
+        assert server.first_report(quiet_s=1.5, max_wait_s=10, ranks=3) is not None
+        assert time.monotonic() - began >= 1.4  # the whole quiet spell
         _report(server.port, 1, True, "RuntimeError: boom")
-        _report(server.port, 0, False, "Horovod has been shut down")
+        time.sleep(0.2)
         began = time.monotonic()
-        assert server.first_report(quiet_s=1.5, max_wait_s=10, ranks=2) is not None
-        assert time.monotonic() - began >= 1.4  # rank 0's final report is missing: the quiet spell
+        cause = server.first_report(quiet_s=5, max_wait_s=10, ranks=3)
+        assert time.monotonic() - began < 2.5 and cause is not None and cause.rank == 1  # settled
+        for rank in (0, 2):
+            _report(server.port, rank, True, "Horovod has been shut down")
+        time.sleep(0.2)
         began = time.monotonic()
-        _report(server.port, 0, True, "Horovod has been shut down")
-        cause = server.first_report(quiet_s=5, max_wait_s=10, ranks=2)
-        assert time.monotonic() - began < 2.5  # not the 5-s quiet spell
-        assert cause is not None and cause.rank == 1
+        cause = server.first_report(quiet_s=5, max_wait_s=10, ranks=3, settled_s=5)
+        assert time.monotonic() - began < 2.5 and cause is not None and cause.rank == 1  # every rank ended
     finally:
         server.close()

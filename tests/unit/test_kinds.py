@@ -49,7 +49,7 @@ class RingAllreduce(Kind):
             program_name=f"{given.launch.program_path} (ring member {rank})", start_line=f"host {here}: ring member {rank}",
             starter=RankStarter.EVERY_HOST, end=JobEnd.EVERY_PROGRAM)
         argv = (given.python, "-m", "smtrain.rank", "--", *given.launch.argv)
-        return HostPart(argv, given.base_env(pipes), pipes, 1, 0, coordination)
+        return HostPart(argv, given.base_env(pipes), pipes, 1, coordination)
 
 
 RING = RingAllreduce()

@@ -79,22 +79,6 @@ def test_worker_starts_sshd_as_planned_and_runs_no_program_itself(tmp_path: Path
     assert shown["role"] == "worker" and shown["coordination"]["sshd"] == list(coordination.sshd_argv)
 
 
-@pytest.mark.parametrize("current,first_rank", [("algo-1", "0"), ("algo-2", "2")])
-def test_a_shuffled_channel_s_demultiplexer_resumes_from_the_checkpoints_for_its_host_s_ranks(
-        tmp_path: Path, current: str, first_rank: str) -> None:
-    """With a ShuffleConfig the demultiplexer is told where the checkpoints are and which global
-    ranks are its local ranks (mpirun's by-slot order: algo-2's are 2 and 3); without, it is not."""
-    channels = {"train": {"TrainingInputMode": "Pipe", "ShuffleConfig": {"Seed": 3}},
-                "eval": {"TrainingInputMode": "Pipe"}}
-    tree = make_tree(tmp_path, hosts=HOSTS, current_host=current, hyperparameters=MPI, channels=channels)
-    plan = plan_launch(load_config(tree.env()), FACTS, "/venv/bin/python", token="t" * 32)
-    by_channel = {argv[argv.index("--channel") + 1]: argv for argv in plan.demux}
-    train, evaluation = by_channel["train"], by_channel["eval"]
-    assert train[train.index("--resume-from") + 1] == str(tmp_path / "checkpoints")
-    assert train[train.index("--first-rank") + 1] == first_rank
-    assert "--resume-from" not in evaluation and "--first-rank" not in evaluation
-
-
 def test_the_dry_run_plan_masks_secret_values(tmp_path: Path) -> None:
     from smtrain.config.secrets import Redactor
 

@@ -27,10 +27,11 @@ still checks their CRCs. Passing blocks waits while a rank's pipe is full (back-
 unbounded buffer); every rank's FIFO is closed at the end of each epoch; a rank that never opens its
 FIFO, or dies, is dropped after a bounded wait instead of hanging the others.
 
-A channel with a ShuffleConfig is started with `--resume-from <checkpoint dir> --first-rank N`: after
-a restart, FIFO 0 comes in another order than the interrupted epoch, so before dealing it the
-demultiplexer leaves out the records this host's ranks consumed (their fingerprints in the newest
-complete checkpoint; smtrain.data.fingerprints), and the ranks' readers skip nothing more.
+A channel with a ShuffleConfig: after a restart, FIFO 0 comes in another order than the interrupted
+epoch, so before dealing it the demultiplexer leaves out the records this host's ranks consumed, whose
+fingerprints (smtrain.data.fingerprints) each rank's reader leaves beside its FIFO before opening it
+(`consumed_handoff`: from the checkpoint the program restored), and the ranks' readers skip nothing
+more. It holds on every host of a job, and after a restart in place as after a spot restart.
 
     python -m smtrain.data.demux --data /opt/ml/input/data --channel train --ranks 4 --format tfrecord
 """
@@ -46,11 +47,10 @@ from pathlib import Path
 from typing import NamedTuple, Optional, Sequence
 
 from ..common.console import log, set_prefix
-from ..wire.pipe_assignment import demux_folder, demux_prefix, rank_ended_marker
+from ..wire.pipe_assignment import consumed_handoff, demux_folder, demux_prefix, rank_ended_marker
 from ..wire.record_format import RecordFormat
-from .checkpoint_folder import CheckpointFolder
 from .fifo import PipeError, open_fifo, set_pipe_size
-from .fingerprints import Fingerprints, fingerprint
+from .fingerprints import Fingerprints, fingerprint, from_bytes
 from .record_reader import CorruptRecord, Frames, RecordSplitter, payload, write_pieces, write_spans
 from .spliced import SplicedSource
 
@@ -350,30 +350,35 @@ def _pass_through(src: int, rank: int, fds: dict[int, Optional[int]], name: str)
                        passed_bytes=passed)
 
 
-def consumed_before_restart(checkpoint_dir: Path, channel: str, ranks: range) -> Optional[Fingerprints]:
-    """The records this host's ranks consumed of `channel`'s interrupted epoch, from the newest
-    complete checkpoint (the one the program's CheckpointStore.restore gives it); None without one."""
-    checkpoint = CheckpointFolder(checkpoint_dir, log=log).latest()
-    if checkpoint is None:
-        return None
-    found = [f for rank in ranks if (f := checkpoint.fingerprints(channel, rank)) is not None]
+def consumed_before_restart(prefixes: dict[int, Path], channel: str) -> Optional[Fingerprints]:
+    """The records of `channel`'s interrupted epoch that this host's ranks (those that opened their
+    FIFO 0 at `prefixes`) consumed before a restart, as each left them before opening it
+    (smtrain.pipes, from the checkpoint it restored); None where none did."""
+    found = {}
+    for rank, prefix in prefixes.items():
+        try:
+            found[rank] = from_bytes(consumed_handoff(prefix).read_bytes())
+        except FileNotFoundError:
+            continue
     if not found:
         return None
-    drop = Fingerprints(itertools.chain.from_iterable(found))
-    log(f"{channel}: resuming from {checkpoint.path.name}: the {drop.total} records ranks {ranks.start}-"
-        f"{ranks.stop - 1} consumed of the interrupted epoch are left out of FIFO 0")
+    drop = Fingerprints(itertools.chain.from_iterable(found.values()))
+    log(f"{channel}: resuming: the {drop.total} records local rank{'s' if len(found) > 1 else ''} "
+        f"{', '.join(map(str, found))} consumed of the interrupted epoch are left out of FIFO 0")
     return drop
 
 
 def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s: float,
-        source_wait_s: float, epochs: Optional[int] = None, drop: Optional[Fingerprints] = None) -> None:
-    """Deal epoch after epoch to the ranks that read epoch 0; `drop` applies to the first (FIFO 0: a
-    restarted job's resumed epoch). Ends when no rank reads any more."""
+        source_wait_s: float, epochs: Optional[int] = None) -> None:
+    """Deal epoch after epoch to the ranks that read epoch 0, leaving out of the first (FIFO 0: a
+    restarted job's resumed epoch) what the ranks consumed before. Ends when no rank reads any more."""
     folder = demux_folder(data_dir)
     folder.mkdir(parents=True, exist_ok=True)
     for r in range(ranks):  # an earlier attempt's (a restart in place): this one's ranks start after us
         rank_ended_marker(folder, r).unlink(missing_ok=True)
+        consumed_handoff(demux_prefix(data_dir, channel, r)).unlink(missing_ok=True)
     readers: Optional[list[int]] = None
+    drop: Optional[Fingerprints] = None
     for epoch in itertools.count() if epochs is None else range(epochs):
         targets = {r: Path(f"{demux_prefix(data_dir, channel, r)}_{epoch}")
                    for r in (range(ranks) if readers is None else readers)}
@@ -385,6 +390,7 @@ def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s
             if readers is None:
                 opened = settle_readers(targets, {r: rank_ended_marker(folder, r) for r in targets})
                 readers = sorted(opened)
+                drop = consumed_before_restart({r: demux_prefix(data_dir, channel, r) for r in readers}, channel)
                 log(f"{channel}: read by local rank{'s' if len(readers) > 1 else ''} {', '.join(map(str, readers))}"
                     if readers else f"{channel}: no local rank reads it; its FIFO is left unopened")
                 if not readers:
@@ -424,18 +430,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--epochs", type=int, default=None, help="default: until stopped")
     parser.add_argument("--rank-wait", type=float, default=300.0, help="seconds a rank gets to open its FIFO")
     parser.add_argument("--source-wait", type=float, default=7 * 24 * 3600.0)
-    parser.add_argument("--resume-from", type=Path, default=None,
-                        help="checkpoint folder: leave out what this host's ranks consumed before a restart")
-    parser.add_argument("--first-rank", type=int, default=0, help="the global rank of this host's local rank 0")
     args = parser.parse_args(argv)
     set_prefix(f"[demux {args.channel}] ")
     try:
-        drop = None
-        if args.resume_from is not None:
-            drop = consumed_before_restart(args.resume_from, args.channel,
-                                           range(args.first_rank, args.first_rank + args.ranks))
         run(args.data, args.channel, args.ranks, RecordFormat.parse(args.format), args.rank_wait, args.source_wait,
-            args.epochs, drop)
+            args.epochs)
     except (PipeError, ValueError) as e:
         log(f"error: {e}")
         return 1

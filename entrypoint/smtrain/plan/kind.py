@@ -28,7 +28,6 @@ class HostPart(NamedTuple):
     env_set: dict[str, str]
     pipes: tuple[PipeAssignment, ...]
     ranks_per_host: int
-    first_rank: int  # this host's first rank (mpirun's by-slot order)
     coordination: Optional[Coordination] = None  # None: a program on its own
 
 

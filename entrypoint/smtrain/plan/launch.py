@@ -101,22 +101,11 @@ class LaunchPlan(NamedTuple):
         }
 
 
-class DemuxResume(NamedTuple):
-    """Where a demultiplexer of a shuffled channel finds what this host's ranks consumed before a
-    restart: the newest checkpoint in `checkpoint_dir`, ranks `first_rank` on (mpirun's by-slot order)."""
-
-    checkpoint_dir: Path
-    first_rank: int
-    shuffled: frozenset[str]  # the channels with a ShuffleConfig
-
-
-def demux_commands(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, python: str,
-                   resume: Optional[DemuxResume] = None) -> tuple[tuple[str, ...], ...]:
+def demux_commands(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int,
+                   python: str) -> tuple[tuple[str, ...], ...]:
     return tuple(
         (python, "-m", "smtrain.data.demux", "--data", str(data_dir), "--channel", a.channel,
-         "--ranks", str(ranks), "--format", a.record_format.value,
-         *(("--resume-from", str(resume.checkpoint_dir), "--first-rank", str(resume.first_rank))
-           if resume is not None and a.channel in resume.shuffled else ()))
+         "--ranks", str(ranks), "--format", a.record_format.value)
         for a in pipes
         if a.mode is PipeMode.DEMUX
     )
@@ -193,8 +182,6 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
 
     emulated = emulated_channels(config)
     part = kind.plan(KindInputs(config, facts, python, token, shape, launch, base_env, emulated))
-    resume = DemuxResume(config.checkpoint_dir, part.first_rank,
-                         frozenset(c.name for c in config.channels if c.shuffle_seed is not None))
     requirements = launch.program_dir / "requirements.txt"
     carry = checkpoint_carry(config)
     timeline = asked.horovod_timeline(config, launch.program_dir) if asked is not None else None
@@ -217,9 +204,9 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         success_file=config.paths.success_file,
         coordination=part.coordination,
         restarts=restart_policy(config.max_restarts, part.coordination,
-                                tuple(c.name for c in config.channels if c.mode is InputMode.PIPE), part.pipes),
+                                tuple(c.name for c in config.channels if c.mode is InputMode.PIPE)),
         pipes=part.pipes,
-        demux=demux_commands(part.pipes, config.paths.input_data_dir, part.ranks_per_host, python, resume),
+        demux=demux_commands(part.pipes, config.paths.input_data_dir, part.ranks_per_host, python),
         monitor=monitor_command(config, python),
         report=report_command(config, python, timeline) if shape.role in (Role.SINGLE, Role.MASTER) else (),
         profiler_dir=profiler_folder(config),

@@ -8,16 +8,13 @@ is. A job is not restarted in place, whatever the setting, where a restart could
 - processes beside the program that hold the job's state (a parameter server): a restart would lose it;
 - SageMaker's own Pipe-mode channels: their FIFOs are SageMaker's, one pass per epoch, and a restart
   could not start them again. Channels `train` streams itself from files (Pipe emulation, as under
-  SDK local mode) start again from FIFO 0;
-- a shuffled channel dealt by the demultiplexers of a job across hosts: a worker's demultiplexer
-  leaves out what its ranks consumed by the newest checkpoint's fingerprints, which only the master's
-  host holds during the job (SageMaker restores them to every host on a spot restart, not in a job).
+  SDK local mode) start again from FIFO 0, shuffled ones too: each host's demultiplexer leaves out
+  what its ranks consumed, as they hand it over from the checkpoint they restored.
 """
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional
 
-from ..wire.pipe_assignment import PipeAssignment, PipeMode
 from .coordination import Coordination
 
 __all__ = ["RestartPolicy", "restart_policy"]
@@ -38,10 +35,9 @@ class RestartPolicy(NamedTuple):
         return {"max_restarts": self.max_restarts, "asked": self.asked, "refused": self.refused}
 
 
-def restart_policy(asked: int, coordination: Optional[Coordination], pipe_channels: tuple[str, ...],
-                   pipes: tuple[PipeAssignment, ...] = ()) -> RestartPolicy:
+def restart_policy(asked: int, coordination: Optional[Coordination], pipe_channels: tuple[str, ...]) -> RestartPolicy:
     """The policy for a job that asked for `asked` restarts (see the module's docstring); `pipe_channels`:
-    SageMaker's Pipe-mode channels (not those `train` streams from files); `pipes`: what the ranks read."""
+    SageMaker's Pipe-mode channels (not those `train` streams from files)."""
     if asked == 0:
         return RestartPolicy(0, None)
     if coordination is not None and coordination.companions:
@@ -50,8 +46,4 @@ def restart_policy(asked: int, coordination: Optional[Coordination], pipe_channe
     if pipe_channels:
         return RestartPolicy(asked, f"it reads SageMaker's Pipe-mode channels ({', '.join(sorted(pipe_channels))}), "
                                     "whose FIFOs a restart cannot start again")
-    dealt_shuffled = sorted({p.channel for p in pipes if p.mode is PipeMode.DEMUX and p.shuffled})
-    if dealt_shuffled and coordination is not None and coordination.workers:
-        return RestartPolicy(asked, f"its shuffled channels ({', '.join(dealt_shuffled)}) are dealt by each host's "
-                                    "demultiplexer, which on a worker host cannot see the master's checkpoints")
     return RestartPolicy(asked, None)

@@ -13,7 +13,7 @@ from ..config.defaults import HEARTBEAT_S, HEARTBEAT_TIMEOUT_S
 from ..wire.control_protocol import LineReader, Message, MessageType, encode
 from ..wire.liveness import PeerSilence
 from ..wire.progress_file import Counts, InitPhase
-from ..wire.rank_failure import RankFailure, root_cause
+from ..wire.rank_failure import RankFailure, is_consequence, root_cause
 
 __all__ = ["ControlServer"]
 
@@ -87,15 +87,20 @@ class ControlServer:
         with self._lock:
             return host in self._workers or any(h == host for _, h in self._lost)
 
-    def first_report(self, quiet_s: float = 0.3, max_wait_s: float = 2.0, ranks: int = 0) -> Optional[RankFailure]:
+    def first_report(self, quiet_s: float = 0.3, max_wait_s: float = 2.0, ranks: int = 0,
+                     settled_s: float = 0.05) -> Optional[RankFailure]:
         """The root cause among the failed ranks' reports (`root_cause`). Waits until no report came
-        for `quiet_s` (at most `max_wait_s`): mpirun may end while reports are in flight - or until
-        each of the job's `ranks` (if given) has sent its final report, after which none can come."""
+        for `quiet_s` (at most `max_wait_s`): mpirun may end while reports are in flight. Once a rank
+        that failed of itself has reported its end, a rank failing as early would have sent its own
+        report by then too: `settled_s` of quiet is enough. Once each of the job's `ranks` (if given)
+        has sent its final report, none can come."""
         deadline = time.monotonic() + max_wait_s
         with self._lock:
             while time.monotonic() < deadline and not self._all_final(ranks):
                 count = len(self._reports)
-                self._lock.wait(min(quiet_s, max(0.0, deadline - time.monotonic())))
+                cause = root_cause(self._reports)
+                settled = cause is not None and cause.final and not is_consequence(cause)
+                self._lock.wait(min(settled_s if settled else quiet_s, max(0.0, deadline - time.monotonic())))
                 if len(self._reports) == count:
                     break
             reports = list(self._reports)

@@ -19,7 +19,7 @@ from .record_format import RecordFormat
 
 DEMUX_FOLDER = ".smtrain-pipes"
 
-__all__ = ["DEMUX_FOLDER", "PipeAssignment", "PipeMode", "demux_folder", "demux_prefix", "pipe_env",
+__all__ = ["DEMUX_FOLDER", "PipeAssignment", "PipeMode", "consumed_handoff", "demux_folder", "demux_prefix", "pipe_env",
            "channel_mode", "pipe_variable", "rank_ended_marker"]
 
 
@@ -83,6 +83,13 @@ def demux_folder(data_dir: Path) -> Path:
 def demux_prefix(data_dir: Path, channel: str, local_rank: "int | str") -> Path:
     """Where the demultiplexer puts local rank `local_rank`'s FIFOs of `channel` (epoch e at `_<e>`)."""
     return demux_folder(data_dir) / f"{channel}-{local_rank}"
+
+
+def consumed_handoff(prefix: "str | Path") -> Path:
+    """Where a rank whose FIFOs start at `prefix` (a demultiplexer's) leaves, before it opens FIFO 0
+    after a restart, the fingerprints of the records it consumed of a shuffled channel's interrupted
+    epoch: the demultiplexer leaves those out of what it deals (smtrain.data.fingerprints' bytes)."""
+    return Path(f"{prefix}.consumed")
 
 
 def rank_ended_marker(folder: Path, local_rank: int) -> Path:

@@ -20,7 +20,7 @@ class Single(Kind):
 
     def plan(self, given: KindInputs) -> HostPart:
         pipes = given.pipes()
-        return HostPart(given.launch.argv, given.base_env(pipes), pipes, 1, 0)
+        return HostPart(given.launch.argv, given.base_env(pipes), pipes, 1)
 
 
 SINGLE = Single()

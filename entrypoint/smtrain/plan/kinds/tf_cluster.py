@@ -43,4 +43,4 @@ def plan_tf_cluster(given: KindInputs, programs: Sequence[Task], companions: Seq
         starter=RankStarter.EVERY_HOST, end=end,
     )
     argv = (given.python, "-m", "smtrain.rank", "--", *given.launch.argv)
-    return HostPart(argv, {**given.base_env(pipes), **env_set}, pipes, 1, 0, coordination)
+    return HostPart(argv, {**given.base_env(pipes), **env_set}, pipes, 1, coordination)
