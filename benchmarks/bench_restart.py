@@ -7,6 +7,9 @@ every 10 steps) whose rank 3 raises once at step 30, restarted in place.
   fresh start       every host's `train` started -> every rank in its loop, in the same job's first
                     attempt: what starting the job again costs on these hosts, without SageMaker's
                     instance start-up, image pull and data download that a new job adds
+  fresh started     every host's `train` started -> every rank's process has begun
+  program start-up  a rank's process begun -> in its loop (imports, hvd.init(), restore), the slowest
+                    rank, in the first attempt / the restarted one
 
     /opt/smtrain/venv/bin/python benchmarks/bench_restart.py [--repeat 3]
 """
@@ -46,7 +49,10 @@ def one_run() -> dict[str, float]:
         failed = (cluster.hosts[1].ml / "output" / "data" / "failed-3").stat().st_mtime
         return {"restart_started": max(r[1][1] for r in runs) - failed,
                 "restart_running": max(r[1][2] for r in runs) - failed,
-                "fresh_start": max(r[0][2] for r in runs) - started}
+                "fresh_start": max(r[0][2] for r in runs) - started,
+                "fresh_started": max(r[0][1] for r in runs) - started,
+                "start_up_first": max(r[0][2] - r[0][1] for r in runs),
+                "start_up_restarted": max(r[1][2] - r[1][1] for r in runs)}
 
 
 def main() -> None:
@@ -57,7 +63,7 @@ def main() -> None:
     got = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
     print(f"2 hosts x 2 ranks; median of {args.repeat} runs; seconds")
     for key, value in got.items():
-        print(f"  {key.replace('_', ' '):<18}{value:>8.2f}")
+        print(f"  {key.replace('_', ' '):<22}{value:>8.2f}")
     print_figures({"restart_started_s": got["restart_started"], "restart_running_s": got["restart_running"],
                    "fresh_start_s": got["fresh_start"],
                    "restart_running_vs_fresh_start": got["restart_running"] / got["fresh_start"]})

@@ -60,16 +60,16 @@ def test_workers_leaving_after_the_end_are_not_lost() -> None:
         server.close()
 
 
-def _report(port: int, rank: int, final: bool, tail: str) -> None:
+def _report(port: int, rank: int, final: bool, tail: str, uncaught: bool = False) -> None:
     failure = RankFailure(host="algo-1", rank=rank, local_rank=rank, final=final, program="train.py",
-                          error_at=time.time(), stderr_tail=tail, exit_code=1 if final else None)
+                          error_at=time.time(), stderr_tail=tail, exit_code=1 if final else None, uncaught=uncaught)
     with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
         sock.sendall(encode(MessageType.RANK_EXIT, token="token", **failure.to_fields()))
 
 
 def test_the_master_waits_for_rank_reports_in_flight_only_while_they_could_change_the_root_cause() -> None:
     """mpirun may end while reports are in flight: the master waits for a quiet spell - a short one
-    once a rank that failed of itself has reported its end, none once each of the job's ranks has
+    once a rank that failed of itself has reported its end (or its uncaught exception), none once each of the job's ranks has
     sent its final report (a restart in place starts that much sooner)."""
     server = ControlServer("127.0.0.1", 0, "token", lambda m: None, heartbeat_timeout_s=5)
     try:
@@ -77,13 +77,18 @@ def test_the_master_waits_for_rank_reports_in_flight_only_while_they_could_chang
         began = time.monotonic()
         assert server.first_report(quiet_s=1.5, max_wait_s=10, ranks=3) is not None
         assert time.monotonic() - began >= 1.4  # the whole quiet spell
-        _report(server.port, 1, True, "RuntimeError: boom")
+        _report(server.port, 1, False, "RuntimeError: boom")  # a traceback: maybe one the program handled
+        time.sleep(0.2)
+        began = time.monotonic()
+        assert server.first_report(quiet_s=1.5, max_wait_s=10, ranks=3).rank == 1
+        assert time.monotonic() - began >= 1.4
+        _report(server.port, 1, False, "RuntimeError: boom", uncaught=True)  # the start-up hook: it is ending
         time.sleep(0.2)
         began = time.monotonic()
         cause = server.first_report(quiet_s=5, max_wait_s=10, ranks=3)
         assert time.monotonic() - began < 2.5 and cause is not None and cause.rank == 1  # settled
-        for rank in (0, 2):
-            _report(server.port, rank, True, "Horovod has been shut down")
+        for rank, tail in ((0, "Horovod has been shut down"), (1, "RuntimeError: boom"), (2, "Horovod has been shut down")):
+            _report(server.port, rank, True, tail)
         time.sleep(0.2)
         began = time.monotonic()
         cause = server.first_report(quiet_s=5, max_wait_s=10, ranks=3, settled_s=5)

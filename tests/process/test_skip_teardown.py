@@ -2,7 +2,8 @@
 restarts in place are asked for): real Python processes with the hook on their PYTHONPATH, as a rank's
 program has it. What the program can rely on - its non-daemon threads, its atexit handlers, what it
 printed, its exit status - is kept; only the interpreter's teardown (an object collected with its
-module, here) is skipped, and only after an exception nobody caught."""
+module, here) is skipped, and only after an exception nobody caught, which the hook tells the rank's
+launcher first (its progress file), so that the failure report need not wait for the program's end."""
 from __future__ import annotations
 
 import ast
@@ -14,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from smtrain.rank.launcher import STARTUP_HOOK
+from smtrain.wire import progress_file
 from smtrain.wire.contract import SKIP_TEARDOWN_ENV
 
 PROGRAM = r'''
@@ -48,10 +50,14 @@ if mode == "own-hook":
 
 
 def _run(tmp_path: Path, mode: str, setting: str | None) -> tuple[int, set[str], str, str]:
+    """Runs the program; returns its status, the marks it left, its stdout and stderr; whether it said
+    its main thread died of an uncaught exception is in `progress`, its progress file."""
     out = tmp_path / mode
     out.mkdir()
     env = {k: v for k, v in os.environ.items() if k != SKIP_TEARDOWN_ENV}
     env["PYTHONPATH"] = STARTUP_HOOK
+    (tmp_path / "progress").write_bytes(bytes(progress_file.FILE_SIZE))
+    env[progress_file.PROGRESS_FILE_ENV] = str(tmp_path / "progress")
     if setting is not None:
         env[SKIP_TEARDOWN_ENV] = setting
     done = subprocess.run([sys.executable, "-c", PROGRAM, str(out), mode], env=env, capture_output=True, text=True,
@@ -62,6 +68,7 @@ def _run(tmp_path: Path, mode: str, setting: str | None) -> tuple[int, set[str],
 def test_an_uncaught_exception_ends_the_program_after_its_threads_and_atexit_handlers_without_teardown(tmp_path) -> None:
     status, marks, stdout, stderr = _run(tmp_path, "raise", "1")
     assert status == 1
+    assert progress_file.uncaught(str(tmp_path / "progress"))  # told the launcher, before the traceback
     assert marks == {"thread", "atexit"}  # no "torn": the teardown was skipped
     assert stdout == "printed without a newline"
     assert "RuntimeError: boom" in stderr
@@ -77,13 +84,13 @@ def test_an_uncaught_exception_ends_the_program_after_its_threads_and_atexit_han
 ])
 def test_everything_else_keeps_the_interpreters_teardown(tmp_path, mode: str, setting: str | None, status: int) -> None:
     got, marks, stdout, _ = _run(tmp_path, mode, setting)
-    assert got == status
+    assert got == status and not progress_file.uncaught(str(tmp_path / "progress"))
     assert marks == {"thread", "atexit", "torn"}
     assert stdout == "printed without a newline"
 
 
-def test_the_hook_and_the_planner_name_the_same_variable() -> None:
+def test_the_hook_names_the_planners_variable_and_the_progress_files_slot() -> None:
     tree = ast.parse((Path(STARTUP_HOOK) / "sitecustomize.py").read_text())
-    (name,) = [ast.literal_eval(node.value) for node in tree.body
-               if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "SKIP_TEARDOWN_ENV"]
-    assert name == SKIP_TEARDOWN_ENV
+    named = {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
+             if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("SKIP_TEARDOWN_ENV", "UNCAUGHT_OFFSET")}
+    assert named == {"SKIP_TEARDOWN_ENV": SKIP_TEARDOWN_ENV, "UNCAUGHT_OFFSET": progress_file.UNCAUGHT_OFFSET}

@@ -63,3 +63,11 @@ def test_without_an_exception_line_the_report_goes_after_the_wait() -> None:
     assert sent.arrived.wait(5)
     assert time.monotonic() - started >= 0.25
     assert sent.reports[0].stderr_tail == (HEADER + FRAME).decode()
+
+
+def test_the_report_says_whether_the_start_up_hook_saw_the_exception_end_the_program() -> None:
+    for said in (True, False):
+        sent = Sent()
+        watch = FailureWatch(sent, wait_s=30, uncaught=lambda: said)
+        watch(HEADER + FRAME + b"RuntimeError: boom\n")
+        assert sent.arrived.wait(5) and sent.reports[0].uncaught is said

@@ -54,12 +54,19 @@ def test_the_plan_restarts_jobs_across_ranks_only_where_a_restart_can_resume_the
     assert emulated.emulated == ("train",)
     refused = {
         "ps": _plan(tmp_path / "ps", {"sagemaker_parameter_server_enabled": "true", "sagemaker_max_restarts": "1"}),
-        "pipe": _plan(tmp_path / "pipe", {**MPI, "sagemaker_max_restarts": "1"},
-                      channels={"train": {"TrainingInputMode": "Pipe"}, "eval": {"TrainingInputMode": "File"}}),
+        "pipe-direct": _plan(tmp_path / "pipe", {**MPI, "sagemaker_mpi_num_of_processes_per_host": "1",
+                                                 "sagemaker_max_restarts": "1"},
+                             channels={"train": {"TrainingInputMode": "Pipe"}, "eval": {"TrainingInputMode": "File"}}),
     }
     assert {name: plan.restarts.max_restarts for name, plan in refused.items()} == dict.fromkeys(refused, 0)
     assert "parameter servers hold its state" in refused["ps"].restarts.refused
-    assert "SageMaker's Pipe-mode channels (train)" in refused["pipe"].restarts.refused
+    assert "reads SageMaker's Pipe-mode channels (train) directly" in refused["pipe-direct"].restarts.refused
+    # SageMaker's channel dealt to several ranks: its demultiplexers serve the restart (the next epoch as FIFO 0)
+    dealt = _plan(tmp_path / "dealt", {**MPI, "sagemaker_max_restarts": "1"},
+                  channels={"train": {"TrainingInputMode": "Pipe"}, "eval": {"TrainingInputMode": "Pipe"}})
+    assert dealt.restarts.max_restarts == 1 and len(dealt.demux) == 2
+    assert all("--restartable" in argv for argv in dealt.demux)
+    assert not any("--restartable" in argv for argv in shuffled.demux)  # emulated: started again instead
 
 
 def _attempt(outcome: JobOutcome = RAISED, progressed: bool = True, steps: int = 0) -> Attempt:

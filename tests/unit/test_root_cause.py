@@ -57,3 +57,14 @@ def test_a_report_survives_the_control_channel_and_bad_ones_are_refused() -> Non
 
     with pytest.raises(ValueError):
         RankFailure.from_fields({"host": "algo-2"})
+
+
+def test_an_uncaught_exceptions_early_report_ranks_as_a_final_one_and_settles_the_cause() -> None:
+    from smtrain.wire.rank_failure import settled
+
+    uncaught = r(3, 10.0, final=False, host="algo-2")._replace(uncaught=True)
+    assert root_cause([r(1, 10.5), uncaught]).rank == 3  # the earliest of those that ended or are ending
+    assert root_cause([r(1, 10.5), r(3, 10.0, final=False, host="algo-2")]).rank == 1  # a handled one may be stale
+    assert settled(uncaught) and settled(r(1, 10.5))
+    assert not settled(r(3, 10.0, final=False)) and not settled(r(0, 9.0, tail=SHUTDOWN)) and not settled(None)
+    assert RankFailure.from_fields(uncaught.to_fields()) == uncaught

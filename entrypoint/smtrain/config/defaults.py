@@ -32,6 +32,9 @@ ABORT_GRACE_S = 5.0
 HELPER_STOP_S = 3.0
 # The profiler report written when a job ends: at most this long (it never changes the job's outcome).
 REPORT_TIMEOUT_S = 120.0
+# How long a restart in place waits for a demultiplexer of SageMaker's FIFOs to let go of the failed
+# attempt's FIFOs (it looks every 0.2 s, between reads of SageMaker's FIFO).
+DEMUX_RESTART_WAIT_S = 30.0
 # How long the master waits for the workers' profiler data after the job's end (a lost host: not at all).
 PROFILE_WAIT_S = 10.0
 

@@ -41,10 +41,11 @@ import argparse
 import errno
 import itertools
 import os
+import select
 import sys
 import time
 from pathlib import Path
-from typing import NamedTuple, Optional, Sequence
+from typing import Callable, NamedTuple, Optional, Sequence
 
 from ..common.console import log, set_prefix
 from ..wire.pipe_assignment import consumed_handoff, demux_folder, demux_prefix, rank_ended_marker
@@ -52,6 +53,7 @@ from ..wire.record_format import RecordFormat
 from .fifo import PipeError, open_fifo, set_pipe_size
 from .fingerprints import Fingerprints, fingerprint, from_bytes
 from .record_reader import CorruptRecord, Frames, RecordSplitter, payload, write_pieces, write_spans
+from .demux_restarts import Restarts, wait_readable
 from .spliced import SplicedSource
 
 __all__ = ["BLOCK_BYTES", "MAX_BLOCK", "PIPE_SIZE", "ROUND_BYTES", "SAMPLE_RECORDS", "Dealer", "EpochResult", "Span", "block_for",
@@ -78,6 +80,7 @@ class EpochResult(NamedTuple):
     dropped: tuple[int, ...]  # ranks that never opened their FIFO or went away
     left_over: int = 0  # records at the epoch's end too few for one more round, not dealt
     passed_bytes: Optional[int] = None  # one reader: the bytes passed to it (None: records were dealt)
+    source_read: bool = True  # the source epoch was opened (and read to its end); False: left for the next
 
 
 def _try_open_target(path: Path) -> Optional[int]:
@@ -93,25 +96,27 @@ def _try_open_target(path: Path) -> Optional[int]:
     return fd
 
 
-def _open_target(path: Path, deadline: float) -> Optional[int]:
-    """Open a rank's FIFO for writing once the rank has opened it; None if it has not by `deadline`."""
+def _open_target(path: Path, deadline: float, stop: Callable[[], bool]) -> Optional[int]:
+    """Open a rank's FIFO for writing once the rank has opened it; None if it has not by `deadline`
+    (or by `stop()`)."""
     while True:
         try:
             fd = _try_open_target(path)
         except OSError:
             return None
-        if fd is not None or time.monotonic() >= deadline:
+        if fd is not None or time.monotonic() >= deadline or stop():
             return fd
         time.sleep(0.005)
 
 
-def settle_readers(targets: dict[int, Path], markers: dict[int, Path], poll_s: float = 0.02) -> dict[int, int]:
+def settle_readers(targets: dict[int, Path], markers: dict[int, Path], poll_s: float = 0.02,
+                   stop: Callable[[], bool] = lambda: False) -> dict[int, int]:
     """Wait until each rank has opened its FIFO in `targets` or ended (its file in `markers` exists);
     the FIFOs of those that opened, open for writing. No time bound: a rank may train for hours before
-    it reads a channel, and the job's end stops this process."""
+    it reads a channel, and the job's end stops this process (or `stop()`: a restart in place)."""
     opened: dict[int, int] = {}
     pending = set(targets)
-    while pending:
+    while pending and not stop():
         for rank in sorted(pending):
             fd = _try_open_target(targets[rank])
             if fd is not None:
@@ -153,20 +158,25 @@ def deal(frames: Frames, count: int, ranks: Sequence[int], block: int) -> dict[i
 
 def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_wait_s: float,
                 source_wait_s: float, drop: Optional[Fingerprints] = None,
-                opened: Optional[dict[int, int]] = None) -> EpochResult:
+                opened: Optional[dict[int, int]] = None, restarts: Optional[Restarts] = None) -> EpochResult:
     """Deal one epoch to the ranks in `targets` (their FIFOs; those in `opened` already open for
     writing); `drop`: records to leave out (a resumed shuffled epoch's consumed ones). The source is
-    opened only when some rank reads."""
+    opened only when some rank reads. With `restarts` (SageMaker's own FIFOs), a source once opened
+    is read to its end whatever happens to the ranks, and a restart asked for ends the dealing."""
+    stop = restarts.check if restarts is not None else (lambda: False)
     deadline = time.monotonic() + rank_wait_s
     fds: dict[int, Optional[int]] = {r: (opened or {}).get(r) for r in sorted(targets)}
     for rank in fds:
         if fds[rank] is None:
-            fds[rank] = _open_target(targets[rank], deadline)
-            if fds[rank] is None:
+            fds[rank] = _open_target(targets[rank], deadline, stop)
+            if fds[rank] is None and not stop():
                 log(f"{targets[rank].name}: rank {rank} did not open its FIFO within {rank_wait_s:g} s; dropping it")
     live = [r for r, fd in fds.items() if fd is not None]
-    if not live:
-        return EpochResult({}, tuple(fds))
+    if not live or stop() or (restarts is not None and not _appears(source, source_wait_s, stop)):
+        for fd in fds.values():
+            if fd is not None:
+                os.close(fd)
+        return EpochResult({}, tuple(fds), source_read=False)
     try:
         src = open_fifo(str(source), source_wait_s, PIPE_SIZE)  # fewer, larger reads from the source
     except PipeError:
@@ -174,9 +184,10 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
             if fd is not None:
                 os.close(fd)
         raise
-    if len(live) == 1 and drop is None:
+    if len(live) == 1 and drop is None and restarts is None:
         return _pass_through(src, live[0], fds, targets[live[0]].name)
-    dealer = Dealer(source, src, fds, {r: t.name for r, t in targets.items()}, fmt, splice=drop is None)
+    dealer = Dealer(source, src, fds, {r: t.name for r, t in targets.items()}, fmt, splice=drop is None,
+                    stop=None if restarts is None else stop)
     try:
         if drop is not None:
             dealer.deal_kept(drop)
@@ -185,8 +196,25 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
     except CorruptRecord as e:
         dealer.pass_on_corrupt(e)
     finally:
+        dropped = tuple(r for r, fd in fds.items() if fd is None)
+        if restarts is not None:  # SageMaker's FIFO is never closed before its end
+            dealer.close_ranks()
+            restarts.released(targets.values())
+            dealer.drain(stop)
         dealer.close()
-    return EpochResult(dealer.counts, tuple(r for r, fd in fds.items() if fd is None), dealer.left_over)
+    return EpochResult(dealer.counts, dropped, dealer.left_over)
+
+
+def _appears(source: Path, timeout: float, stop: Callable[[], bool]) -> bool:
+    """Whether SageMaker's FIFO `source` exists within `timeout` (else PipeError), or `stop()` came first."""
+    deadline = time.monotonic() + timeout
+    while not source.exists():
+        if stop():
+            return False
+        if time.monotonic() >= deadline:
+            raise PipeError(f"{source}: no such FIFO after {timeout:g} s (is the channel in Pipe mode, and fed?)")
+        time.sleep(0.05)
+    return True
 
 
 class Dealer:
@@ -198,8 +226,9 @@ class Dealer:
     the epoch's end."""
 
     def __init__(self, source: Path, src: int, fds: dict[int, Optional[int]], names: dict[int, str],
-                 fmt: RecordFormat, splice: bool) -> None:
+                 fmt: RecordFormat, splice: bool, stop: Optional[Callable[[], bool]] = None) -> None:
         self.source, self.src, self.fmt = source, src, fmt
+        self.stop = stop  # a restart in place asked for: the dealing ends (its source is drained)
         self.fds = fds  # each rank's FIFO, open for writing; None once the rank is dropped
         self.names = names  # each rank's FIFO's name, for the log
         self.live = [r for r, fd in fds.items() if fd is not None]  # the ranks still dealt to, in order
@@ -210,7 +239,9 @@ class Dealer:
 
     # -- the transport --------------------------------------------------------------------------------
     def fill(self) -> int:
-        """Read more of the source into the splitter; 0 at its end."""
+        """Read more of the source into the splitter; 0 at its end (or once `stop()` says to stop)."""
+        if self.stop is not None and not wait_readable(self.src, self.stop):
+            return 0
         return self.splitter.fill_from(self.src) if self.spliced is None else self.spliced.fill(self.splitter)
 
     def unsplice(self) -> None:
@@ -285,7 +316,7 @@ class Dealer:
         rewinding: each record is judged once)."""
         splitter = self.splitter
         carry: list[bytes] = []
-        while self.live and splitter.fill_from(self.src):
+        while self.live and self.fill():
             carry = self._send_kept(splitter.frame_spans(), carry, drop)
             if splitter.failed:
                 break
@@ -318,6 +349,31 @@ class Dealer:
                     write_spans(self.fds[live[0]], view, [self.splitter.leftover_span()])  # type: ignore[arg-type]
                 except BrokenPipeError:
                     pass
+
+    def close_ranks(self) -> None:
+        """Every rank's FIFO closed: nothing more is dealt."""
+        for rank, fd in self.fds.items():
+            if fd is not None:
+                os.close(fd)
+                self.fds[rank] = None
+        self.live = []
+
+    def drain(self, acknowledge: Callable[[], bool]) -> None:
+        """Read the rest of the source, dealing nothing (what was buffered included), calling
+        `acknowledge` between reads: SageMaker's FIFO is then read to its end, as its agent expects."""
+        self.unsplice()
+        drained = 0
+        buffer = bytearray(PIPE_SIZE)
+        while True:
+            acknowledge()
+            if not select.select([self.src], [], [], 0.2)[0]:
+                continue
+            got = os.readv(self.src, [buffer])
+            if not got:
+                break
+            drained += got
+        if drained:
+            log(f"{self.source}: read the rest of the epoch ({drained} bytes), dealing nothing: a restart takes the next")
 
     def close(self) -> None:
         """The source, the carry pipe and every rank's FIFO closed."""
@@ -369,9 +425,11 @@ def consumed_before_restart(prefixes: dict[int, Path], channel: str) -> Optional
 
 
 def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s: float,
-        source_wait_s: float, epochs: Optional[int] = None) -> None:
+        source_wait_s: float, epochs: Optional[int] = None, restarts: Optional[Restarts] = None) -> None:
     """Deal epoch after epoch to the ranks that read epoch 0, leaving out of the first (FIFO 0: a
-    restarted job's resumed epoch) what the ranks consumed before. Ends when no rank reads any more."""
+    restarted job's resumed epoch) what the ranks consumed before. Ends when no rank reads any more -
+    or, with `restarts` (SageMaker's own FIFOs), waits then for a restart in place, whose ranks get
+    SageMaker's next epoch as their FIFO 0 (smtrain.data.demux_restarts)."""
     folder = demux_folder(data_dir)
     folder.mkdir(parents=True, exist_ok=True)
     for r in range(ranks):  # an earlier attempt's (a restart in place): this one's ranks start after us
@@ -379,44 +437,67 @@ def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s
         consumed_handoff(demux_prefix(data_dir, channel, r)).unlink(missing_ok=True)
     readers: Optional[list[int]] = None
     drop: Optional[Fingerprints] = None
-    for epoch in itertools.count() if epochs is None else range(epochs):
+    stop = restarts.check if restarts is not None else (lambda: False)
+    source, epoch = 0, 0  # SageMaker's epoch FIFO (its number), and the ranks'
+    while epochs is None or source < epochs:
         targets = {r: Path(f"{demux_prefix(data_dir, channel, r)}_{epoch}")
                    for r in (range(ranks) if readers is None else readers)}
         for t in targets.values():
             t.unlink(missing_ok=True)
             os.mkfifo(t)
+        if restarts is not None:
+            restarts.made()
+        result: Optional[EpochResult] = None
         try:
             opened = None
             if readers is None:
-                opened = settle_readers(targets, {r: rank_ended_marker(folder, r) for r in targets})
+                opened = settle_readers(targets, {r: rank_ended_marker(folder, r) for r in targets}, stop=stop)
                 readers = sorted(opened)
                 drop = consumed_before_restart({r: demux_prefix(data_dir, channel, r) for r in readers}, channel)
-                log(f"{channel}: read by local rank{'s' if len(readers) > 1 else ''} {', '.join(map(str, readers))}"
-                    if readers else f"{channel}: no local rank reads it; its FIFO is left unopened")
-                if not readers:
-                    return
-            result = demux_epoch(data_dir / f"{channel}_{epoch}", {r: targets[r] for r in readers}, fmt, rank_wait_s,
-                                 source_wait_s, drop if epoch == 0 else None, opened)
+                if not stop():
+                    log(f"{channel}: read by local rank{'s' if len(readers) > 1 else ''} {', '.join(map(str, readers))}"
+                        if readers else f"{channel}: no local rank reads it; its FIFO is left unopened")
+            if readers and not stop():
+                result = demux_epoch(data_dir / f"{channel}_{source}", {r: targets[r] for r in readers}, fmt,
+                                     rank_wait_s, source_wait_s, drop if epoch == 0 else None, opened, restarts)
+            else:
+                for fd in (opened or {}).values():
+                    os.close(fd)
         finally:
             for t in targets.values():
                 t.unlink(missing_ok=True)
-        if not result.records:
-            log(f"{channel} epoch {epoch}: no rank read it")
-        elif result.passed_bytes is not None:
-            log(f"{channel} epoch {epoch}: passed {result.passed_bytes} bytes to rank {next(iter(result.records))}")
-        else:
-            log(f"{channel} epoch {epoch}: dealt {sum(result.records.values())} records as {list(result.records.values())}"
-                + (f" to ranks {list(result.records)}" if list(result.records) != list(range(ranks)) else "")
-                + (f"; {result.left_over} left over at the end (fewer than one per rank) were not dealt"
-                   if result.left_over else "")
-                + (f"; left out {drop.dropped} consumed before the restart" if drop is not None and epoch == 0 else ""))
-        if drop is not None and epoch == 0 and drop.missing:
-            log(f"{channel}: {drop.missing} of the {drop.total} records consumed before the restart did not come "
-                "again in FIFO 0 (did the data change?)")
-        readers = [r for r in readers if r not in result.dropped]
-        if not readers:
-            log(f"{channel}: no rank reads it any more")
+            if restarts is not None:
+                restarts.released()
+        if result is not None:
+            _log_epoch(channel, epoch, ranks, result, drop)
+            source += result.source_read
+            readers = [r for r in readers or () if r not in result.dropped]
+        if readers and not stop():
+            epoch += 1
+            continue
+        if restarts is None:
+            if result is not None:
+                log(f"{channel}: no rank reads it any more")
             return
+        restarts.wait()
+        restarts.begin(source)
+        readers, drop, epoch = None, None, 0
+
+
+def _log_epoch(channel: str, epoch: int, ranks: int, result: EpochResult, drop: Optional[Fingerprints]) -> None:
+    if not result.records:
+        log(f"{channel} epoch {epoch}: no rank read it")
+    elif result.passed_bytes is not None:
+        log(f"{channel} epoch {epoch}: passed {result.passed_bytes} bytes to rank {next(iter(result.records))}")
+    else:
+        log(f"{channel} epoch {epoch}: dealt {sum(result.records.values())} records as {list(result.records.values())}"
+            + (f" to ranks {list(result.records)}" if list(result.records) != list(range(ranks)) else "")
+            + (f"; {result.left_over} left over at the end (fewer than one per rank) were not dealt"
+               if result.left_over else "")
+            + (f"; left out {drop.dropped} consumed before the restart" if drop is not None and epoch == 0 else ""))
+    if drop is not None and epoch == 0 and drop.missing:
+        log(f"{channel}: {drop.missing} of the {drop.total} records consumed before the restart did not come "
+            "again in FIFO 0 (did the data change?)")
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -430,11 +511,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--epochs", type=int, default=None, help="default: until stopped")
     parser.add_argument("--rank-wait", type=float, default=300.0, help="seconds a rank gets to open its FIFO")
     parser.add_argument("--source-wait", type=float, default=7 * 24 * 3600.0)
+    parser.add_argument("--restartable", action="store_true",
+                        help="SageMaker's own FIFOs: read each to its end and serve restarts in place (SIGUSR1)")
     args = parser.parse_args(argv)
     set_prefix(f"[demux {args.channel}] ")
+    restarts = Restarts(args.data, args.channel, args.ranks) if args.restartable else None
+    if restarts is not None:
+        restarts.install()
     try:
         run(args.data, args.channel, args.ranks, RecordFormat.parse(args.format), args.rank_wait, args.source_wait,
-            args.epochs)
+            args.epochs, restarts)
     except (PipeError, ValueError) as e:
         log(f"error: {e}")
         return 1

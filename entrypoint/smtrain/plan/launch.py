@@ -40,6 +40,7 @@ class LaunchPlan(NamedTuple):
     requirements: Optional[Path]  # requirements.txt to pip-install first, if the code has one
     folders: tuple[Path, ...]  # made before the program starts, as SageMaker provides them
     cleared: tuple[Path, ...]  # what an earlier job on this host left that would mislead this one: removed
+    pipe_state: Path  # PipeModeDataset's epoch counts (sagemaker_tensorflow): cleared, and before a restart in place
     grace_period_s: float
     stall_timeout_s: float  # the stall watchdog's timeout; 0: off
     failure_file: Path
@@ -101,11 +102,14 @@ class LaunchPlan(NamedTuple):
         }
 
 
-def demux_commands(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int,
-                   python: str) -> tuple[tuple[str, ...], ...]:
+def demux_commands(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, python: str,
+                   restartable: frozenset[str] = frozenset()) -> tuple[tuple[str, ...], ...]:
+    """The demultiplexers of this host, one a dealt channel; those in `restartable` (SageMaker's own
+    FIFOs, where restarts in place are asked for) serve restarts (smtrain.data.demux_restarts)."""
     return tuple(
         (python, "-m", "smtrain.data.demux", "--data", str(data_dir), "--channel", a.channel,
-         "--ranks", str(ranks), "--format", a.record_format.value)
+         "--ranks", str(ranks), "--format", a.record_format.value,
+         *(("--restartable",) if a.channel in restartable else ()))
         for a in pipes
         if a.mode is PipeMode.DEMUX
     )
@@ -198,15 +202,18 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
                  *([config.tensorboard_dir] if config.tensorboard_dir else [])),
         # PipeModeDataset's FIFO numbers (sagemaker_tensorflow); the demultiplexers' FIFOs and rank-ended marks
         cleared=(config.paths.base / "pipe_state", demux_folder(config.paths.input_data_dir)),
+        pipe_state=config.paths.base / "pipe_state",
         grace_period_s=config.grace_period_s,
         stall_timeout_s=config.stall_timeout_s,
         failure_file=config.paths.failure_file,
         success_file=config.paths.success_file,
         coordination=part.coordination,
         restarts=restart_policy(config.max_restarts, part.coordination,
-                                tuple(c.name for c in config.channels if c.mode is InputMode.PIPE)),
+                                tuple(c.name for c in config.channels if c.mode is InputMode.PIPE), part.pipes),
         pipes=part.pipes,
-        demux=demux_commands(part.pipes, config.paths.input_data_dir, part.ranks_per_host, python),
+        demux=demux_commands(part.pipes, config.paths.input_data_dir, part.ranks_per_host, python,
+                             frozenset(c.name for c in config.channels
+                                       if c.mode is InputMode.PIPE and config.max_restarts > 0)),
         monitor=monitor_command(config, python),
         report=report_command(config, python, timeline) if shape.role in (Role.SINGLE, Role.MASTER) else (),
         profiler_dir=profiler_folder(config),

@@ -6,15 +6,19 @@ A restarted attempt sees what a new job (a spot restart) would see: its checkpoi
 Pipe channel from FIFO 0 with whole epochs. A program on its own is restarted as a job across hosts
 is. A job is not restarted in place, whatever the setting, where a restart could not resume it exactly:
 - processes beside the program that hold the job's state (a parameter server): a restart would lose it;
-- SageMaker's own Pipe-mode channels: their FIFOs are SageMaker's, one pass per epoch, and a restart
-  could not start them again. Channels `train` streams itself from files (Pipe emulation, as under
-  SDK local mode) start again from FIFO 0, shuffled ones too: each host's demultiplexer leaves out
-  what its ranks consumed, as they hand it over from the checkpoint they restored.
+- SageMaker's own Pipe-mode channels that a program reads directly (one rank a host, AWS's per-rank
+  channels): their FIFOs are SageMaker's, one pass per epoch, and the program's own reader would close
+  one before its end. Where a host's demultiplexer deals a channel, it reads SageMaker's epoch to its
+  end and deals the next one as the restarted attempt's FIFO 0 (smtrain.data.demux_restarts).
+Channels `train` streams itself from files (Pipe emulation, as under SDK local mode) start again from
+FIFO 0. Shuffled ones too: each host's demultiplexer leaves out what its ranks consumed, as they hand
+it over from the checkpoint they restored.
 """
 from __future__ import annotations
 
 from typing import Any, NamedTuple, Optional
 
+from ..wire.pipe_assignment import PipeAssignment, PipeMode
 from .coordination import Coordination
 
 __all__ = ["RestartPolicy", "restart_policy"]
@@ -35,15 +39,19 @@ class RestartPolicy(NamedTuple):
         return {"max_restarts": self.max_restarts, "asked": self.asked, "refused": self.refused}
 
 
-def restart_policy(asked: int, coordination: Optional[Coordination], pipe_channels: tuple[str, ...]) -> RestartPolicy:
+def restart_policy(asked: int, coordination: Optional[Coordination], pipe_channels: tuple[str, ...],
+                   pipes: tuple[PipeAssignment, ...] = ()) -> RestartPolicy:
     """The policy for a job that asked for `asked` restarts (see the module's docstring); `pipe_channels`:
-    SageMaker's Pipe-mode channels (not those `train` streams from files)."""
+    SageMaker's Pipe-mode channels (not those `train` streams from files); `pipes`: what the ranks read."""
     if asked == 0:
         return RestartPolicy(0, None)
     if coordination is not None and coordination.companions:
         return RestartPolicy(asked, f"the job's {coordination.companions[0].name}s hold its state, which a restart "
                                     "would lose")
-    if pipe_channels:
-        return RestartPolicy(asked, f"it reads SageMaker's Pipe-mode channels ({', '.join(sorted(pipe_channels))}), "
-                                    "whose FIFOs a restart cannot start again")
+    dealt = {p.channel for p in pipes if p.mode is PipeMode.DEMUX}
+    direct = sorted(c for c in pipe_channels if c not in dealt)
+    if direct:
+        return RestartPolicy(asked, f"its program reads SageMaker's Pipe-mode channels ({', '.join(direct)}) directly, "
+                                    "whose FIFOs a restart cannot start again (only a channel a host's demultiplexer "
+                                    "deals to several ranks can)")
     return RestartPolicy(asked, None)

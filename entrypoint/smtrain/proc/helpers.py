@@ -85,9 +85,10 @@ class HelperGroup:
         self.helpers.append(helper)
         return helper
 
-    def take(self, prefixes: Sequence[str]) -> list[Helper]:
-        """The helpers whose names start with one of `prefixes`, out of this group (the caller stops them)."""
-        taken = [h for h in self.helpers if h.name.startswith(tuple(prefixes))]
+    def take(self, prefixes: Sequence[str], exact: bool = False) -> list[Helper]:
+        """The helpers whose names start with one of `prefixes` (`exact`: are one of them), out of this
+        group (the caller stops them)."""
+        taken = [h for h in self.helpers if (h.name in prefixes if exact else h.name.startswith(tuple(prefixes)))]
         self.helpers = [h for h in self.helpers if h not in taken]
         return taken
 

@@ -32,6 +32,11 @@ class ProgressFile:
         """Steps, signs of life and where in Horovod's init, so far."""
         return progress_file.read(self.path)
 
+    def uncaught(self) -> bool:
+        """Whether the program's main thread died of an uncaught exception (its start-up hook says so
+        where restarts in place are asked for): it is ending with status 1."""
+        return progress_file.uncaught(self.path)
+
     def remove(self) -> None:
         """Removes the file (nothing when it is gone)."""
         try:

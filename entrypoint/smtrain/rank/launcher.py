@@ -121,8 +121,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     console.set_redactor(Redactor.of(env))
     grace = contract.grace_period_s if contract else DEFAULT_GRACE_PERIOD_S
     reporter = Reporter(contract, env, args[-1] if len(args) == 1 else args[1])
-    watch = FailureWatch(reporter)
     progress = ProgressFile()
+    watch = FailureWatch(reporter, uncaught=progress.uncaught)
     progress.export(env)
     with_startup_hook(env)
     progress_reporter = ProgressReporter(contract, env, progress).start() if contract else None

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Optional
+from typing import Callable, Optional
 
 from .reporter import Reporter
 
@@ -27,11 +27,12 @@ class FailureWatch:
     rank's launcher before its program has finished tearing down. The report waits for the
     exception line (at most `wait_s`), which says whether this rank failed because another did
     (Horovod's "has been shut down"). The moment a traceback appears is also the best clock for
-    which rank failed first."""
+    which rank failed first. `uncaught()` says whether the program's start-up hook saw that exception
+    end its main thread (the report then says so: the master need not wait for the final one)."""
 
-    def __init__(self, reporter: Reporter, wait_s: float = 0.5) -> None:
+    def __init__(self, reporter: Reporter, wait_s: float = 0.5, uncaught: Callable[[], bool] = lambda: False) -> None:
         self.first_error_at: Optional[float] = None
-        self._reporter, self._wait_s = reporter, wait_s
+        self._reporter, self._wait_s, self._uncaught = reporter, wait_s, uncaught
         self._traceback = bytearray()
         self._lock = threading.Lock()
         self._sent = False
@@ -63,5 +64,6 @@ class FailureWatch:
                 self._timer.cancel()
             tail = bytes(self._traceback)[-REPORT_TAIL_BYTES:].decode("utf-8", "replace")
             assert self.first_error_at is not None
-            report = self._reporter.failure(final=False, error_at=self.first_error_at, stderr_tail=tail)
+            report = self._reporter.failure(final=False, error_at=self.first_error_at, stderr_tail=tail,
+                                            uncaught=self._uncaught())
         threading.Thread(target=self._reporter.send, args=(report,), daemon=True).start()

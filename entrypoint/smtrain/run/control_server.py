@@ -13,7 +13,7 @@ from ..config.defaults import HEARTBEAT_S, HEARTBEAT_TIMEOUT_S
 from ..wire.control_protocol import LineReader, Message, MessageType, encode
 from ..wire.liveness import PeerSilence
 from ..wire.progress_file import Counts, InitPhase
-from ..wire.rank_failure import RankFailure, is_consequence, root_cause
+from ..wire.rank_failure import RankFailure, root_cause, settled
 
 __all__ = ["ControlServer"]
 
@@ -43,6 +43,7 @@ class ControlServer:
         self._reports: list[RankFailure] = []
         self._done: dict[str, int] = {}  # TF strategy jobs: host -> its program's status
         self._ready: dict[str, int] = {}  # host -> the restart it is ready for (its last `ready`)
+        self._refused: dict[str, str] = {}  # host -> why it cannot take part in a restart (its `ready` said)
         self._incoming: Optional[Path] = None  # where workers' profiler archives are written (accept_profiles)
         self._profile_cap = 0
         self._shipped: dict[str, Path] = {}  # host -> its complete archive
@@ -90,17 +91,15 @@ class ControlServer:
     def first_report(self, quiet_s: float = 0.3, max_wait_s: float = 2.0, ranks: int = 0,
                      settled_s: float = 0.05) -> Optional[RankFailure]:
         """The root cause among the failed ranks' reports (`root_cause`). Waits until no report came
-        for `quiet_s` (at most `max_wait_s`): mpirun may end while reports are in flight. Once a rank
-        that failed of itself has reported its end, a rank failing as early would have sent its own
-        report by then too: `settled_s` of quiet is enough. Once each of the job's `ranks` (if given)
+        for `quiet_s` (at most `max_wait_s`): mpirun may end while reports are in flight; once the root
+        cause is `settled`, `settled_s` of quiet is enough. Once each of the job's `ranks` (if given)
         has sent its final report, none can come."""
         deadline = time.monotonic() + max_wait_s
         with self._lock:
             while time.monotonic() < deadline and not self._all_final(ranks):
                 count = len(self._reports)
-                cause = root_cause(self._reports)
-                settled = cause is not None and cause.final and not is_consequence(cause)
-                self._lock.wait(min(settled_s if settled else quiet_s, max(0.0, deadline - time.monotonic())))
+                quiet = settled_s if settled(root_cause(self._reports)) else quiet_s
+                self._lock.wait(min(quiet, max(0.0, deadline - time.monotonic())))
                 if len(self._reports) == count:
                     break
             reports = list(self._reports)
@@ -129,6 +128,11 @@ class ControlServer:
         with self._lock:
             self._reports.clear()
             self._done.clear()
+
+    def refused_restart(self, hosts: list[str]) -> Optional[tuple[str, str]]:
+        """The first of `hosts` that said it cannot take part in a restart, and why."""
+        with self._lock:
+            return next(((h, self._refused[h]) for h in hosts if h in self._refused), None)
 
     def not_ready(self, hosts: list[str], attempt: int) -> list[str]:
         """Those of `hosts` that have not said they are ready for restart `attempt`."""
@@ -304,6 +308,8 @@ class ControlServer:
             elif message.type is MessageType.READY and isinstance(message.fields.get("attempt"), int):
                 with self._lock:
                     self._ready[host] = message.fields["attempt"]
+                    if isinstance(message.fields.get("refused"), str):
+                        self._refused[host] = message.fields["refused"]
                     self._lock.notify_all()
                 if message.fields["attempt"] == 0:
                     self._log(f"worker {host} is ready: it trusts the job's ssh key")

@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import time
+from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from ..common import linux
@@ -28,8 +29,9 @@ from ..wire.contract import RANK_CONTRACT_ENV
 from ..plan.localmode import describe as describe_emulation
 from ..plan.launch import LaunchPlan, Role
 from ..plan.program import check_program
-from ..config.defaults import REPORT_TIMEOUT_S
+from ..config.defaults import DEMUX_RESTART_WAIT_S, REPORT_TIMEOUT_S
 from ..proc.helpers import HelperGroup, spawn_helper, stop_all
+from ..wire.pipe_assignment import restart_ack
 from ..proc.supervise import end_descendants, parent_death_signal
 from .carry import keep_checkpoints, restore_checkpoints, written_since
 from .codesetup import fetch_code, install_requirements
@@ -52,17 +54,44 @@ def prepare(plan: LaunchPlan, python: str) -> None:
     restore_checkpoints(plan.restore_checkpoints_from, plan.checkpoint_dir)
 
 
-PIPE_HELPERS = ("feeder", "demultiplexer ")  # the helpers that serve Pipe channels: names start so
-
-
-def start_pipe_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
-    """The local feeder (emulated Pipe mode) and the demultiplexers, as the plan says, into `helpers`."""
+def start_pipe_helpers(plan: LaunchPlan, helpers: HelperGroup, demux: Optional[Sequence[Sequence[str]]] = None) -> None:
+    """The local feeder (emulated Pipe mode) and the demultiplexers (`demux`: the plan's), as the plan
+    says, into `helpers`."""
     if plan.feeder:
         log(describe_emulation(plan.emulated))
         helpers.start("feeder", plan.feeder)
-    for argv in plan.demux:
+    for argv in plan.demux if demux is None else demux:
         log(f"starting the demultiplexer: {shlex.join(argv)}")
-        helpers.start(f"demultiplexer {argv[argv.index('--channel') + 1]}", argv)
+        helpers.start(_demux_name(argv), argv)
+
+
+def _demux_name(argv: Sequence[str]) -> str:
+    return f"demultiplexer {argv[argv.index('--channel') + 1]}"
+
+
+def restart_kept_demultiplexers(helpers: HelperGroup, demux: Sequence[Sequence[str]], wait_s: float) -> Optional[str]:
+    """Ask the demultiplexers of SageMaker's own FIFOs (`demux`: their commands) to serve a restart in
+    place (SIGUSR1) and wait, up to `wait_s`, until each says the old attempt's FIFOs are gone
+    (smtrain.data.demux_restarts); why not, where one did not."""
+    asked = []
+    for argv in demux:
+        channel = argv[argv.index("--channel") + 1]
+        ack = restart_ack(Path(argv[argv.index("--data") + 1]), channel)
+        ack.unlink(missing_ok=True)
+        helper = next((h for h in helpers.helpers if h.name == _demux_name(argv)), None)
+        if helper is None or helper.process.poll() is not None:
+            return f"the demultiplexer of Pipe channel {channel} has ended"
+        os.kill(helper.process.pid, signal.SIGUSR1)
+        asked.append((channel, ack, helper))
+    deadline = time.monotonic() + wait_s
+    for channel, ack, helper in asked:
+        while not ack.exists():
+            if helper.process.poll() is not None:
+                return f"the demultiplexer of Pipe channel {channel} has ended"
+            if time.monotonic() >= deadline:
+                return f"the demultiplexer of Pipe channel {channel} was not ready for a restart within {wait_s:g} s"
+            time.sleep(0.02)
+    return None
 
 
 def start_helpers(plan: LaunchPlan, helpers: HelperGroup) -> None:
@@ -143,12 +172,18 @@ class HostJob:
         """Starts the plan's helpers (feeder, demultiplexers, monitor)."""
         start_helpers(self.plan, self.helpers)
 
-    def restart_pipes(self) -> None:
-        """Before a restart in place: the Pipe channels this host serves (emulated from files, dealt by
-        its demultiplexers) start again from FIFO 0, as after a spot restart; the rest keeps running."""
-        if self.plan.feeder or self.plan.demux:
-            stop_all(self.helpers.take(PIPE_HELPERS))
-            start_pipe_helpers(self.plan, self.helpers)
+    def restart_pipes(self) -> Optional[str]:
+        """Before a restart in place: the Pipe channels this host serves start again from FIFO 0, as after
+        a spot restart - those emulated from files from their first epoch (feeder and demultiplexers
+        started again), SageMaker's own from its next epoch FIFO (their demultiplexers keep running:
+        smtrain.data.demux_restarts); the rest keeps running. Why not, where a channel could not."""
+        kept = [argv for argv in self.plan.demux if "--restartable" in argv]
+        again = [argv for argv in self.plan.demux if "--restartable" not in argv]
+        if self.plan.feeder or again:
+            stop_all(self.helpers.take(("feeder", *(_demux_name(argv) for argv in again)), exact=True))
+            start_pipe_helpers(self.plan, self.helpers, again)
+        shutil.rmtree(self.plan.pipe_state, ignore_errors=True)  # PipeModeDataset's epoch counts: from FIFO 0 again
+        return restart_kept_demultiplexers(self.helpers, kept, DEMUX_RESTART_WAIT_S) if kept else None
 
     def wrote_progress_since(self, since: float) -> bool:
         """Whether this host's program wrote a checkpoint or step events (the step profiler's Keras

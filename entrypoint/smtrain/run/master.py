@@ -195,6 +195,9 @@ class Master:
         self.server.broadcast(MessageType.RESTART, attempt=number, cause=failed.cause())
         deadline = began + ABORT_WAIT_S
         while True:
+            refused = self.server.refused_restart(list(coordination.workers))
+            if refused:
+                return f"worker {refused[0]} could not: {refused[1]}"
             waiting = self.server.not_ready(list(coordination.workers), number)
             if not waiting:
                 break
@@ -206,7 +209,9 @@ class Master:
             for signum in waker.wait(0.2):
                 if signum in SHUTDOWN_SIGNALS:
                     return f"train was asked to stop ({signal.Signals(signum).name})"
-        self.job.restart_pipes()
+        why_not = self.job.restart_pipes()
+        if why_not is not None:
+            return why_not
         self.server.new_attempt()
         self.aborted, self.progress = None, AttemptProgress()
         self.dogs.clear()

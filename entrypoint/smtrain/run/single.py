@@ -71,9 +71,9 @@ def _attempt(job: HostJob, number: int) -> tuple[JobOutcome, Attempt]:
     return outcome, Attempt(outcome, progressed, counts.steps, time.monotonic() - started)
 
 
-def _restart(job: HostJob) -> None:
-    """Before a restart of a program on its own: its Pipe channels start again from FIFO 0."""
-    job.restart_pipes()
+def _restart(job: HostJob) -> Optional[str]:
+    """Before a restart of a program on its own: its Pipe channels start again from FIFO 0 (or why not)."""
+    return job.restart_pipes()
 
 
 def _watch_program(job: HostJob, progress: ProgressFile) -> Watchdog:

@@ -133,9 +133,16 @@ class Worker:
             if link.over():
                 return
             attempt = link.restart_asked
-            job.restart_pipes()
-            link.send(MessageType.READY, attempt=attempt)
+            self._ready_for(attempt)
             deadline = time.monotonic() + self.coordination.peer_wait_s
+
+    def _ready_for(self, attempt: int) -> None:
+        """This host's Pipe channels made ready for restart `attempt`; `ready` to the master, saying why
+        not where they could not be."""
+        why_not = self.job.restart_pipes()
+        if why_not is not None:
+            log(f"cannot take part in restart {attempt}: {why_not}")
+        self.link.send(MessageType.READY, attempt=attempt, **({"refused": why_not} if why_not else {}))
 
     def _serve_ranks(self) -> None:
         """The ranks mpirun started here: forward signals to them until the job is over; SIGKILL them
@@ -148,8 +155,7 @@ class Worker:
             if link.restart_asked > ready_for:  # the attempt failed: its ranks here must be gone first
                 ready_for = link.restart_asked
                 self._await_ranks_gone(me)
-                self.job.restart_pipes()
-                link.send(MessageType.READY, attempt=ready_for)
+                self._ready_for(ready_for)
                 forwarded.clear()
                 grace_deadline = None
             timeout = 1.0 if grace_deadline is None else max(0.0, min(1.0, grace_deadline - time.monotonic()))

@@ -20,7 +20,7 @@ from .record_format import RecordFormat
 DEMUX_FOLDER = ".smtrain-pipes"
 
 __all__ = ["DEMUX_FOLDER", "PipeAssignment", "PipeMode", "consumed_handoff", "demux_folder", "demux_prefix", "pipe_env",
-           "channel_mode", "pipe_variable", "rank_ended_marker"]
+           "channel_mode", "pipe_variable", "rank_ended_marker", "restart_ack"]
 
 
 class PipeMode(enum.Enum):
@@ -90,6 +90,12 @@ def consumed_handoff(prefix: "str | Path") -> Path:
     after a restart, the fingerprints of the records it consumed of a shuffled channel's interrupted
     epoch: the demultiplexer leaves those out of what it deals (smtrain.data.fingerprints' bytes)."""
     return Path(f"{prefix}.consumed")
+
+
+def restart_ack(data_dir: Path, channel: str) -> Path:
+    """The file by which a demultiplexer of SageMaker's FIFOs says it is ready for a restart in place
+    (smtrain.data.demux_restarts)."""
+    return demux_folder(data_dir) / f".restarted-{channel}"
 
 
 def rank_ended_marker(folder: Path, local_rank: int) -> Path:

@@ -10,12 +10,17 @@ PROGRESS_FILE_ENV = "SM_PROGRESS_FILE"
 RECORD = struct.Struct("<QQd")  # steps so far, signs of life so far, wall-clock time of the write
 # The file holds two records: this module's, then the native Pipe reader's (native/pipe_dataset.cc),
 # whose signs of life it adds atomically from its own threads; then where the rank is in its
-# framework's init (an `InitPhase`, written by the rank's start-up hook).
+# framework's init (an `InitPhase`, written by the rank's start-up hook); then 1 once the program's
+# main thread died of an uncaught exception (written by the start-up hook, where it ends such a
+# program at once, before the traceback is printed): the program ends with status 1, whatever follows.
 INIT_PHASE = struct.Struct("<Q")
 INIT_OFFSET = 2 * RECORD.size
-FILE_SIZE = INIT_OFFSET + INIT_PHASE.size
+UNCAUGHT = struct.Struct("<Q")
+UNCAUGHT_OFFSET = INIT_OFFSET + INIT_PHASE.size  # rank/startup/sitecustomize.py names it too
+FILE_SIZE = UNCAUGHT_OFFSET + UNCAUGHT.size
 
-__all__ = ["FILE_SIZE", "INIT_OFFSET", "INIT_PHASE", "PROGRESS_FILE_ENV", "RECORD", "Counts", "InitPhase", "read"]
+__all__ = ["FILE_SIZE", "INIT_OFFSET", "INIT_PHASE", "PROGRESS_FILE_ENV", "RECORD", "UNCAUGHT_OFFSET", "Counts",
+           "InitPhase", "read", "uncaught"]
 
 
 class InitPhase(enum.IntEnum):
@@ -51,8 +56,19 @@ def read(path: str) -> Counts:
     if len(data) >= 2 * RECORD.size:
         beats += RECORD.unpack_from(data, RECORD.size)[1]
     init = InitPhase.NOT_REACHED
-    if len(data) == FILE_SIZE:
+    if len(data) >= INIT_OFFSET + INIT_PHASE.size:
         (value,) = INIT_PHASE.unpack_from(data, INIT_OFFSET)
         parsed = InitPhase.parse(value)
         init = InitPhase.NOT_REACHED if parsed is None else parsed
     return Counts(steps, beats, init)
+
+
+def uncaught(path: str) -> bool:
+    """Whether the program said its main thread died of an uncaught exception (see above)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(UNCAUGHT_OFFSET)
+            data = f.read(UNCAUGHT.size)
+    except OSError:
+        return False
+    return len(data) == UNCAUGHT.size and UNCAUGHT.unpack(data)[0] == 1

@@ -11,7 +11,8 @@ HOROVOD_CONSEQUENCE = "Horovod has been shut down"
 # TensorFlow's collectives (MultiWorkerMirroredStrategy) when another task failed or went silent.
 TF_COLLECTIVE_CONSEQUENCE = "Collective ops is aborted by"
 
-__all__ = ["HOROVOD_CONSEQUENCE", "TF_COLLECTIVE_CONSEQUENCE", "RankFailure", "is_consequence", "root_cause"]
+__all__ = ["HOROVOD_CONSEQUENCE", "TF_COLLECTIVE_CONSEQUENCE", "RankFailure", "is_consequence", "root_cause",
+           "settled"]
 
 
 class RankFailure(NamedTuple):
@@ -29,6 +30,7 @@ class RankFailure(NamedTuple):
     shutdown_signal: Optional[int] = None  # a shutdown signal the rank's launcher received
     killed_after_grace: bool = False
     oom_killed: bool = False  # final reports: the kernel's OOM killer ended it (read on its host)
+    uncaught: bool = False  # early reports: its main thread died of an uncaught exception (it is ending)
 
     def to_fields(self) -> dict[str, Any]:
         """The report as a control message's fields."""
@@ -52,6 +54,7 @@ class RankFailure(NamedTuple):
                 shutdown_signal=_optional(fields.get("shutdown_signal"), int),
                 killed_after_grace=bool(fields.get("killed_after_grace", False)),
                 oom_killed=bool(fields.get("oom_killed", False)),
+                uncaught=bool(fields.get("uncaught", False)),
             )
         except (KeyError, TypeError) as e:
             raise ValueError(f"not a rank report: {e}") from None
@@ -59,6 +62,12 @@ class RankFailure(NamedTuple):
 
 def _optional(value: Any, convert: type) -> Any:
     return None if value is None else convert(value)
+
+
+def settled(report: Optional[RankFailure]) -> bool:
+    """Whether `report` (the root cause so far) is a rank that failed of itself and has ended, or is
+    ending: a rank failing as early would have sent its own report by then."""
+    return report is not None and (report.final or report.uncaught) and not is_consequence(report)
 
 
 def is_consequence(report: RankFailure) -> bool:
@@ -71,22 +80,24 @@ def is_consequence(report: RankFailure) -> bool:
 
 
 def root_cause(reports: Sequence[RankFailure]) -> Optional[RankFailure]:
-    """The failed rank to blame. A rank's final report replaces its early one. Leaving out the
+    """The failed rank to blame. A rank's final report replaces its early one (as does an uncaught
+    exception's a handled traceback's). Leaving out the
     consequences (`is_consequence`):
-    - final reports (the rank ended non-zero), earliest traceback first (each rank's wall clock);
+    - final reports (the rank ended non-zero) and early ones of an uncaught exception (it is ending),
+      earliest traceback first (each rank's wall clock);
     - else early reports (a traceback appeared, then the launcher was killed by mpirun's abort),
       the latest first: an earlier one may be a traceback the program handled and went on from;
     - else whatever there is, earliest first."""
     by_rank: dict[tuple[str, int], RankFailure] = {}
     for report in reports:
         key = (report.host, report.rank)
-        if key not in by_rank or report.final:
+        if key not in by_rank or report.final or (report.uncaught and not by_rank[key].final):
             by_rank[key] = report
     ranked = list(by_rank.values())
     if not ranked:
         return None
     causes = [r for r in ranked if not is_consequence(r)]
-    finals = [r for r in causes if r.final]
+    finals = [r for r in causes if r.final or r.uncaught]
     if finals:
         return min(finals, key=lambda r: r.error_at)
     if causes:

@@ -22,6 +22,7 @@ PROFILED_MODULES = ("keras.src.callbacks.callback_list", "tf_keras.src.callbacks
                     "tensorflow.python.eager.backprop", "horovod.tensorflow")
 _STEP_HOOK = "smtrain.common.stephook"
 SKIP_TEARDOWN_ENV = "SM_SKIP_TEARDOWN_ON_FAILURE"  # smtrain.wire.contract's (a unit test checks they agree)
+UNCAUGHT_OFFSET = 56  # smtrain.wire.progress_file's, in the file SM_PROGRESS_FILE names (checked likewise)
 
 
 def _count_init(module):
@@ -140,6 +141,7 @@ def _skip_teardown_on_failure():
     def excepthook(kind, value, traceback):
         if sys._getframe().f_back is None and not issubclass(kind, KeyboardInterrupt):
             uncaught.append(kind)
+            _say_uncaught()
         previous(kind, value, traceback)
 
     def exit_now():
@@ -154,6 +156,22 @@ def _skip_teardown_on_failure():
 
     sys.excepthook = excepthook
     atexit.register(exit_now)
+
+
+def _say_uncaught():
+    """Tell the rank's launcher, before the traceback it watches for is printed, that this one ends
+    the program: its report of the failure is then as good as the final one (the progress file)."""
+    path = os.environ.get("SM_PROGRESS_FILE")
+    if not path:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.pwrite(fd, (1).to_bytes(8, "little"), UNCAUGHT_OFFSET)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def _load_the_shadowed_sitecustomize():
