@@ -54,19 +54,32 @@ def test_the_plan_restarts_jobs_across_ranks_only_where_a_restart_can_resume_the
     assert emulated.emulated == ("train",)
     refused = {
         "ps": _plan(tmp_path / "ps", {"sagemaker_parameter_server_enabled": "true", "sagemaker_max_restarts": "1"}),
-        "pipe-direct": _plan(tmp_path / "pipe", {**MPI, "sagemaker_mpi_num_of_processes_per_host": "1",
-                                                 "sagemaker_max_restarts": "1"},
-                             channels={"train": {"TrainingInputMode": "Pipe"}, "eval": {"TrainingInputMode": "File"}}),
+        "per-rank": _plan(tmp_path / "pipe", {**MPI, "sagemaker_max_restarts": "1"},
+                          channels={**{f"train_{r}": {"TrainingInputMode": "Pipe"} for r in range(4)},
+                                    "eval": {"TrainingInputMode": "File"}}),
     }
     assert {name: plan.restarts.max_restarts for name, plan in refused.items()} == dict.fromkeys(refused, 0)
     assert "parameter servers hold its state" in refused["ps"].restarts.refused
-    assert "reads SageMaker's Pipe-mode channels (train) directly" in refused["pipe-direct"].restarts.refused
+    assert "read SageMaker's Pipe-mode channels (train_0, train_1, train_2, train_3) directly" in \
+        refused["per-rank"].restarts.refused
     # SageMaker's channel dealt to several ranks: its demultiplexers serve the restart (the next epoch as FIFO 0)
     dealt = _plan(tmp_path / "dealt", {**MPI, "sagemaker_max_restarts": "1"},
                   channels={"train": {"TrainingInputMode": "Pipe"}, "eval": {"TrainingInputMode": "Pipe"}})
     assert dealt.restarts.max_restarts == 1 and len(dealt.demux) == 2
     assert all("--restartable" in argv for argv in dealt.demux)
     assert not any("--restartable" in argv for argv in shuffled.demux)  # emulated: started again instead
+    # ... and to the one reader a host has (one rank a host; a program on its own): relayed by a demultiplexer
+    for name, plan in (("one-a-host", _plan(tmp_path / "one", {**MPI, "sagemaker_mpi_num_of_processes_per_host": "1",
+                                                                 "sagemaker_max_restarts": "1"},
+                                             channels={"train": {"TrainingInputMode": "Pipe"}})),
+                       ("alone", _plan(tmp_path / "alone-pipe", {"sagemaker_max_restarts": "1"}, hosts=("algo-1",),
+                                       channels={"train": {"TrainingInputMode": "Pipe"}}))):
+        (argv,) = plan.demux
+        assert plan.restarts.max_restarts == 1 and "--restartable" in argv, name
+        assert argv[argv.index("--ranks") + 1] == "1" and plan.env_set["SM_PIPE_MODE_TRAIN"] == "demux", name
+    # without restarts a single reader reads SageMaker's FIFO itself
+    assert _plan(tmp_path / "plain", {"sagemaker_mpi_enabled": "false"}, hosts=("algo-1",),
+                 channels={"train": {"TrainingInputMode": "Pipe"}}).demux == ()
 
 
 def _attempt(outcome: JobOutcome = RAISED, progressed: bool = True, steps: int = 0) -> Attempt:

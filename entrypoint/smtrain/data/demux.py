@@ -468,7 +468,7 @@ def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s
                 t.unlink(missing_ok=True)
             if restarts is not None:
                 restarts.released()
-        if result is not None:
+        if result is not None and (result.records or not stop()):  # not the epoch a restart ended unread
             _log_epoch(channel, epoch, ranks, result, drop)
             source += result.source_read
             readers = [r for r in readers or () if r not in result.dropped]

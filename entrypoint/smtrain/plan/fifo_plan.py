@@ -12,6 +12,9 @@
   read it it learns from the ranks themselves: before the first epoch, it waits until every local
   rank has opened its FIFO or ended (the rank launcher marks the end, smtrain.wire.pipe_assignment.rank_ended_marker). A channel
   that one rank reads is passed to it as it comes; one that no rank reads is never opened.
+- Where restarts in place are asked for, SageMaker's own Pipe channels that a program would read
+  directly (`relayed`) go through a demultiplexer too, to its one reader: a restart then takes
+  SageMaker's next epoch as FIFO 0 (smtrain.data.demux_restarts). Per-rank groups are read directly.
 
 Every rank finds its FIFO prefix in `SM_PIPE_<C>` (epoch e at `<prefix>_<e>`) and the record
 format in `SM_PIPE_FORMAT_<C>`. The rank launcher gets the assignments in its RankContract (smtrain.wire.contract);
@@ -36,6 +39,7 @@ class PipeChannel(NamedTuple):
     name: str
     record_format: RecordFormat
     shuffled: bool = False  # it has a ShuffleConfig
+    relayed: bool = False  # SageMaker's own, where restarts in place are asked for: never read directly
 
 
 class _Group(NamedTuple):
@@ -71,8 +75,12 @@ def assign_pipes(channels: Sequence[PipeChannel], data_dir: Path, ranks_per_host
     def direct(c: PipeChannel) -> PipeAssignment:
         return PipeAssignment(c.name, PipeMode.DIRECT, c.record_format, str(data_dir / c.name), c.shuffled)
 
+    def dealt(c: PipeChannel) -> PipeAssignment:
+        prefix = str(demux_prefix(data_dir, c.name, "{local_rank}"))
+        return PipeAssignment(c.name, PipeMode.DEMUX, c.record_format, prefix, c.shuffled)
+
     if not mpi:
-        return tuple(direct(c) for c in channels)
+        return tuple(dealt(c) if c.relayed else direct(c) for c in channels)
     by_name = {c.name: c for c in channels}
     groups = _rank_groups(list(by_name), ranks_per_host, max(world_size, ranks_per_host))
     assignments = [
@@ -85,9 +93,8 @@ def assign_pipes(channels: Sequence[PipeChannel], data_dir: Path, ranks_per_host
     for c in channels:
         if c.name in taken:
             continue
-        if ranks_per_host == 1 or c.name in members:
+        if c.name in members or (ranks_per_host == 1 and not c.relayed):
             assignments.append(direct(c))
         else:
-            prefix = str(demux_prefix(data_dir, c.name, "{local_rank}"))
-            assignments.append(PipeAssignment(c.name, PipeMode.DEMUX, c.record_format, prefix, c.shuffled))
+            assignments.append(dealt(c))
     return tuple(assignments)

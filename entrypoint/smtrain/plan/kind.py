@@ -44,8 +44,11 @@ class KindInputs(NamedTuple):
     emulated: tuple[str, ...]  # File channels read as Pipe channels (plan.localmode)
 
     def pipes(self, ranks_per_host: int = 1, mpi: bool = False, world_size: int = 0) -> tuple[PipeAssignment, ...]:
-        """Every Pipe channel's FIFOs, and those of the File channels read as Pipe channels."""
-        channels = [PipeChannel(c.name, c.record_format, c.shuffle_seed is not None)
+        """Every Pipe channel's FIFOs, and those of the File channels read as Pipe channels (SageMaker's own
+        through a demultiplexer where restarts in place are asked for: fifo_plan)."""
+        restarts = self.config.max_restarts > 0
+        channels = [PipeChannel(c.name, c.record_format, c.shuffle_seed is not None,
+                                relayed=restarts and c.mode is InputMode.PIPE)
                     for c in self.config.channels if c.mode is InputMode.PIPE or c.name in self.emulated]
         return assign_pipes(channels, self.config.paths.input_data_dir, ranks_per_host, mpi, world_size)
 

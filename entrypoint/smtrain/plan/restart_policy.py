@@ -6,10 +6,11 @@ A restarted attempt sees what a new job (a spot restart) would see: its checkpoi
 Pipe channel from FIFO 0 with whole epochs. A program on its own is restarted as a job across hosts
 is. A job is not restarted in place, whatever the setting, where a restart could not resume it exactly:
 - processes beside the program that hold the job's state (a parameter server): a restart would lose it;
-- SageMaker's own Pipe-mode channels that a program reads directly (one rank a host, AWS's per-rank
-  channels): their FIFOs are SageMaker's, one pass per epoch, and the program's own reader would close
-  one before its end. Where a host's demultiplexer deals a channel, it reads SageMaker's epoch to its
-  end and deals the next one as the restarted attempt's FIFO 0 (smtrain.data.demux_restarts).
+- SageMaker's own Pipe-mode channels that the ranks read directly: AWS's per-rank channels
+  (`train_0 ... train_N-1`), whose FIFOs are SageMaker's, one pass per epoch, and the program's own
+  reader would close one before its end. Every other SageMaker channel goes through a demultiplexer
+  where restarts are asked for (to one reader, too: plan.fifo_plan), which reads SageMaker's epoch to
+  its end and deals the next one as the restarted attempt's FIFO 0 (smtrain.data.demux_restarts).
 Channels `train` streams itself from files (Pipe emulation, as under SDK local mode) start again from
 FIFO 0. Shuffled ones too: each host's demultiplexer leaves out what its ranks consumed, as they hand
 it over from the checkpoint they restored.
@@ -51,7 +52,6 @@ def restart_policy(asked: int, coordination: Optional[Coordination], pipe_channe
     dealt = {p.channel for p in pipes if p.mode is PipeMode.DEMUX}
     direct = sorted(c for c in pipe_channels if c not in dealt)
     if direct:
-        return RestartPolicy(asked, f"its program reads SageMaker's Pipe-mode channels ({', '.join(direct)}) directly, "
-                                    "whose FIFOs a restart cannot start again (only a channel a host's demultiplexer "
-                                    "deals to several ranks can)")
+        return RestartPolicy(asked, f"its ranks read SageMaker's Pipe-mode channels ({', '.join(direct)}) directly "
+                                    "(per-rank channels), whose FIFOs a restart cannot start again")
     return RestartPolicy(asked, None)
