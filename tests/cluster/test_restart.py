@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.cluster.conftest import PROGRAMS, feed_every_host
+from tests.cluster.conftest import PROGRAMS
 from tests.harness.cluster import Cluster
 
 TRAIN = [str(Path(sys.executable).parent / "train")]
@@ -144,38 +144,44 @@ def _pipe_job(cluster: Cluster, layout: str) -> tuple[dict[str, list[bytes]], li
     Pipe mode emulated from each host's files (as under SDK local mode), `lines` records, 2 epochs of 40
     records a rank; rank 3 raises once at step 50 (epoch 1). `layout`: one channel the host's
     demultiplexer deals to its ranks (`demux`, `shuffled` with a ShuffleConfig), AWS's per-rank
-    channels `train_0 ... train_3` (`per-rank`), or one channel in SageMaker's own Pipe mode, fed by a
-    feeder playing SageMaker's part on each host (`sagemaker`). Returns each host's records of an epoch
-    and the SageMaker feeders."""
-    sagemaker = layout == "sagemaker"
+    channels `train_0 ... train_3` (`per-rank`); or the same in SageMaker's own Pipe mode, fed by a
+    feeder playing SageMaker's part on each host (`sagemaker`, `sagemaker-per-rank`). Returns each
+    host's records of an epoch and the SageMaker feeders."""
+    from smtrain.data.feeder import Feeder, channel_objects
+
+    sagemaker, per_rank = layout.startswith("sagemaker"), layout.endswith("per-rank")
     for host in cluster.hosts:
         for folder in ("checkpoints", "output", "model", "input/data", "src"):
             shutil.rmtree(host.ml / folder, ignore_errors=True)
     cluster.write_job({**MPI, "fail-rank": 3, "fail-at": 50, "horovod": "yes", "sagemaker_max_restarts": 2,
                        "sagemaker_pipe_record_format": "lines", **({} if sagemaker else {"sagemaker_pipe_emulation": "on"})},
                       program=PROGRAMS / "pipe_restart.py")
-    names = [f"train_{rank}" for rank in range(4)] if layout == "per-rank" else ["train"]
+    names = [f"train_{rank}" for rank in range(4)] if per_rank else ["train"]
     channel = {"TrainingInputMode": "Pipe" if sagemaker else "File",
                **({"ShuffleConfig": {"Seed": 7}} if layout == "shuffled" else {})}
     records: dict[str, list[bytes]] = {}
+    feeders = []
     for host in cluster.hosts:
         (host.ml / "input" / "config" / "inputdataconfig.json").write_text(json.dumps(dict.fromkeys(names, channel)))
         records[host.name] = []
         for name in names:
-            for part in ("a", "b") if layout != "per-rank" else ("a",):
+            for part in ("a",) if per_rank else ("a", "b"):
                 lines = [f"{host.name}/{name}/{part}/{i}" for i in range(40)]
                 folder = host.ml / ("src" if sagemaker else "input/data") / name
                 folder.mkdir(parents=True, exist_ok=True)
                 (folder / part).write_text("".join(line + "\n" for line in lines))
-                mine = layout != "per-rank" or int(name[-1]) // 2 == cluster.hosts.index(host)
+                mine = not per_rank or int(name[-1]) // 2 == cluster.hosts.index(host)
                 records[host.name] += [line.encode() for line in lines] if mine else []
-    feeders = feed_every_host(cluster, channel, [host.ml / "src" / "train" for host in cluster.hosts],
-                              epochs=None) if sagemaker else []
+        if sagemaker:  # every channel to every host, as SageMaker does; each FIFO opened only if a rank reads it
+            (host.ml / "input" / "data").mkdir(parents=True, exist_ok=True)
+            feeders.append(Feeder(host.ml / "input" / "data",
+                                  {name: channel_objects(str(host.ml / "src" / name)) for name in names},
+                                  dict.fromkeys(names), epochs=None).start())
     cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SM_SYSTEM_MONITOR="off"))
     return records, feeders
 
 
-@pytest.mark.parametrize("layout", ["demux", "shuffled", "per-rank", "sagemaker"])
+@pytest.mark.parametrize("layout", ["demux", "shuffled", "per-rank", "sagemaker", "sagemaker-per-rank"])
 def test_a_pipe_mode_job_restarted_in_place_trains_on_every_record_once(cluster: Cluster, layout: str, capfd) -> None:
     """Every record of every epoch is trained on exactly once per host across the two attempts (what
     each rank's checkpoints committed, counted): the restarted attempt reads each channel from FIFO 0
@@ -205,7 +211,7 @@ def test_a_pipe_mode_job_restarted_in_place_trains_on_every_record_once(cluster:
         for host in cluster.hosts:
             assert "consumed of the interrupted epoch are left out of FIFO 0" in host.stderr(), host.name
         assert not (cluster.hosts[1].ml / "checkpoints").exists() or not any((cluster.hosts[1].ml / "checkpoints").iterdir())
-    if layout == "sagemaker":  # the interrupted epoch was read to its end on every host: no FIFO closed early
+    if layout.startswith("sagemaker"):  # the interrupted epoch was read to its end on every host: none closed early
         assert "closed the FIFO early" not in capfd.readouterr().err
         for host in cluster.hosts:
             assert "the next attempt's FIFO 0 is SageMaker's train_" in host.stderr(), host.name

@@ -21,8 +21,10 @@ MPI = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host
 RAISED = JobOutcome.failed(1, "RuntimeError", "rank 3 fails at step 30 (rank 3 on host algo-2)")
 
 
-def _plan(tmp_path: Path, hyperparameters: dict, hosts=("algo-1", "algo-2"), channels=None, **env: str):
-    tree = make_tree(tmp_path, hosts=hosts, hyperparameters=hyperparameters, channels=channels)
+def _plan(tmp_path: Path, hyperparameters: dict, hosts=("algo-1", "algo-2"), channels=None, current_host=None,
+          **env: str):
+    tree = make_tree(tmp_path, hosts=hosts, hyperparameters=hyperparameters, channels=channels,
+                     **({"current_host": current_host} if current_host else {}))
     return plan_launch(load_config(tree.env(**env)), FACTS, "/venv/bin/python", token="t" * 32)
 
 
@@ -54,14 +56,9 @@ def test_the_plan_restarts_jobs_across_ranks_only_where_a_restart_can_resume_the
     assert emulated.emulated == ("train",)
     refused = {
         "ps": _plan(tmp_path / "ps", {"sagemaker_parameter_server_enabled": "true", "sagemaker_max_restarts": "1"}),
-        "per-rank": _plan(tmp_path / "pipe", {**MPI, "sagemaker_max_restarts": "1"},
-                          channels={**{f"train_{r}": {"TrainingInputMode": "Pipe"} for r in range(4)},
-                                    "eval": {"TrainingInputMode": "File"}}),
     }
     assert {name: plan.restarts.max_restarts for name, plan in refused.items()} == dict.fromkeys(refused, 0)
     assert "parameter servers hold its state" in refused["ps"].restarts.refused
-    assert "read SageMaker's Pipe-mode channels (train_0, train_1, train_2, train_3) directly" in \
-        refused["per-rank"].restarts.refused
     # SageMaker's channel dealt to several ranks: its demultiplexers serve the restart (the next epoch as FIFO 0)
     dealt = _plan(tmp_path / "dealt", {**MPI, "sagemaker_max_restarts": "1"},
                   channels={"train": {"TrainingInputMode": "Pipe"}, "eval": {"TrainingInputMode": "Pipe"}})
@@ -77,6 +74,14 @@ def test_the_plan_restarts_jobs_across_ranks_only_where_a_restart_can_resume_the
         (argv,) = plan.demux
         assert plan.restarts.max_restarts == 1 and "--restartable" in argv, name
         assert argv[argv.index("--ranks") + 1] == "1" and plan.env_set["SM_PIPE_MODE_TRAIN"] == "demux", name
+    # AWS's per-rank channels: each member a local rank reads, through a relay of its own (algo-2: ranks 2, 3)
+    per_rank = _plan(tmp_path / "per-rank", {**MPI, "sagemaker_max_restarts": "1"}, current_host="algo-2",
+                     channels={f"train_{r}": {"TrainingInputMode": "Pipe"} for r in range(4)})
+    assert per_rank.restarts.max_restarts == 1
+    assert [argv[argv.index("--channel") + 1] for argv in per_rank.demux] == ["train_2", "train_3"]
+    assert all("--restartable" in argv and argv[argv.index("--ranks") + 1] == "1" for argv in per_rank.demux)
+    group = next(p for p in per_rank.pipes if p.channel == "train")
+    assert group.for_rank(0, 2).endswith(".smtrain-pipes/train_2-0")  # where rank 2 reads its member
     # without restarts a single reader reads SageMaker's FIFO itself
     assert _plan(tmp_path / "plain", {"sagemaker_mpi_enabled": "false"}, hosts=("algo-1",),
                  channels={"train": {"TrainingInputMode": "Pipe"}}).demux == ()

@@ -13,8 +13,9 @@
   rank has opened its FIFO or ended (the rank launcher marks the end, smtrain.wire.pipe_assignment.rank_ended_marker). A channel
   that one rank reads is passed to it as it comes; one that no rank reads is never opened.
 - Where restarts in place are asked for, SageMaker's own Pipe channels that a program would read
-  directly (`relayed`) go through a demultiplexer too, to its one reader: a restart then takes
-  SageMaker's next epoch as FIFO 0 (smtrain.data.demux_restarts). Per-rank groups are read directly.
+  directly (`relayed`) go through a demultiplexer too, to its one reader - each member of a per-rank
+  group that a local rank reads through one of its own (`relays`): a restart then takes SageMaker's
+  next epoch as FIFO 0 (smtrain.data.demux_restarts).
 
 Every rank finds its FIFO prefix in `SM_PIPE_<C>` (epoch e at `<prefix>_<e>`) and the record
 format in `SM_PIPE_FORMAT_<C>`. The rank launcher gets the assignments in its RankContract (smtrain.wire.contract);
@@ -26,12 +27,12 @@ import re
 from pathlib import Path
 from typing import NamedTuple, Sequence
 
-from ..wire.pipe_assignment import PipeAssignment, PipeMode, demux_prefix
+from ..wire.pipe_assignment import DEMUX_FOLDER, PipeAssignment, PipeMode, demux_prefix
 from ..wire.record_format import RecordFormat
 
 _RANK_CHANNEL = re.compile(r"^(.+?)([-_])(0|[1-9][0-9]*)$")
 
-__all__ = ["PipeChannel", "assign_pipes"]
+__all__ = ["PipeChannel", "assign_pipes", "relays"]
 
 
 class PipeChannel(NamedTuple):
@@ -83,9 +84,11 @@ def assign_pipes(channels: Sequence[PipeChannel], data_dir: Path, ranks_per_host
         return tuple(dealt(c) if c.relayed else direct(c) for c in channels)
     by_name = {c.name: c for c in channels}
     groups = _rank_groups(list(by_name), ranks_per_host, max(world_size, ranks_per_host))
+    relayed = {m for g in groups for m in g.members if all(by_name[n].relayed for n in g.members)}
     assignments = [
         PipeAssignment(g.name, PipeMode.PER_RANK, by_name[g.members[0]].record_format,
-                       str(data_dir / f"{g.name}{g.sep}{{{g.by}}}"), any(by_name[m].shuffled for m in g.members))
+                       _member_prefix(data_dir, f"{g.name}{g.sep}{{{g.by}}}", g.members[0] in relayed),
+                       any(by_name[m].shuffled for m in g.members))
         for g in groups
     ]
     taken = {g.name for g in groups}
@@ -93,8 +96,24 @@ def assign_pipes(channels: Sequence[PipeChannel], data_dir: Path, ranks_per_host
     for c in channels:
         if c.name in taken:
             continue
-        if c.name in members or (ranks_per_host == 1 and not c.relayed):
+        if c.name in members:
+            assignments.append(direct(c)._replace(prefix=_member_prefix(data_dir, c.name, c.name in relayed)))
+        elif ranks_per_host == 1 and not c.relayed:
             assignments.append(direct(c))
         else:
             assignments.append(dealt(c))
     return tuple(assignments)
+
+
+def _member_prefix(data_dir: Path, member: str, relayed: bool) -> str:
+    """Where a per-rank channel's member is read: SageMaker's FIFOs, or its relay's (`relays`)."""
+    return str(demux_prefix(data_dir, member, 0) if relayed else data_dir / member)
+
+
+def relays(assignments: Sequence[PipeAssignment], ranks_per_host: int,
+           first_rank: int) -> tuple[tuple[str, RecordFormat], ...]:
+    """The members of relayed per-rank groups that this host's ranks read (local rank l is global rank
+    `first_rank` + l), with their record format: each gets a demultiplexer of its own, to its one reader."""
+    return tuple((Path(a.for_rank(local, first_rank + local)).name[:-len("-0")], a.record_format)
+                 for a in assignments if a.mode is PipeMode.PER_RANK and Path(a.prefix).parent.name == DEMUX_FOLDER
+                 for local in range(ranks_per_host))

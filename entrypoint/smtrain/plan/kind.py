@@ -29,6 +29,7 @@ class HostPart(NamedTuple):
     pipes: tuple[PipeAssignment, ...]
     ranks_per_host: int
     coordination: Optional[Coordination] = None  # None: a program on its own
+    first_rank: int = 0  # the global rank of this host's local rank 0 (mpirun's by-slot order)
 
 
 class KindInputs(NamedTuple):

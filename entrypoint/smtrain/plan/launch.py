@@ -14,7 +14,9 @@ from ..config.secrets import Redactor
 from ..wire.contract import SKIP_TEARDOWN_ENV, without_internals
 from ..wire.pipe_assignment import PipeAssignment, PipeMode, demux_folder, pipe_env
 from ..wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
+from ..wire.record_format import RecordFormat
 from .coordination import Coordination
+from .fifo_plan import relays
 from .kind import Kind, KindInputs
 from .kinds import choose
 from .localmode import checkpoint_carry, emulated_channels, feeder_command
@@ -103,16 +105,18 @@ class LaunchPlan(NamedTuple):
 
 
 def demux_commands(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, python: str,
-                   restartable: frozenset[str] = frozenset()) -> tuple[tuple[str, ...], ...]:
+                   restartable: frozenset[str] = frozenset(),
+                   relayed: tuple[tuple[str, RecordFormat], ...] = ()) -> tuple[tuple[str, ...], ...]:
     """The demultiplexers of this host, one a dealt channel; those in `restartable` (SageMaker's own
-    FIFOs, where restarts in place are asked for) serve restarts (smtrain.data.demux_restarts)."""
-    return tuple(
-        (python, "-m", "smtrain.data.demux", "--data", str(data_dir), "--channel", a.channel,
-         "--ranks", str(ranks), "--format", a.record_format.value,
-         *(("--restartable",) if a.channel in restartable else ()))
-        for a in pipes
-        if a.mode is PipeMode.DEMUX
-    )
+    FIFOs, where restarts in place are asked for) serve restarts (smtrain.data.demux_restarts); and one
+    for each per-rank channel in `relayed`, to its one reader (plan.fifo_plan.relays)."""
+    def command(channel: str, readers: int, fmt: RecordFormat, restarts: bool) -> tuple[str, ...]:
+        return (python, "-m", "smtrain.data.demux", "--data", str(data_dir), "--channel", channel,
+                "--ranks", str(readers), "--format", fmt.value, *(("--restartable",) if restarts else ()))
+
+    return (*(command(a.channel, ranks, a.record_format, a.channel in restartable)
+              for a in pipes if a.mode is PipeMode.DEMUX),
+            *(command(member, 1, fmt, True) for member, fmt in relayed))
 
 
 def monitor_command(config: TrainingConfig, python: str) -> tuple[str, ...]:
@@ -213,7 +217,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         pipes=part.pipes,
         demux=demux_commands(part.pipes, config.paths.input_data_dir, part.ranks_per_host, python,
                              frozenset(c.name for c in config.channels
-                                       if c.mode is InputMode.PIPE and config.max_restarts > 0)),
+                                       if c.mode is InputMode.PIPE and config.max_restarts > 0),
+                             relays(part.pipes, part.ranks_per_host, part.first_rank)),
         monitor=monitor_command(config, python),
         report=report_command(config, python, timeline) if shape.role in (Role.SINGLE, Role.MASTER) else (),
         profiler_dir=profiler_folder(config),

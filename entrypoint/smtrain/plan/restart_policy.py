@@ -6,20 +6,22 @@ A restarted attempt sees what a new job (a spot restart) would see: its checkpoi
 Pipe channel from FIFO 0 with whole epochs. A program on its own is restarted as a job across hosts
 is. A job is not restarted in place, whatever the setting, where a restart could not resume it exactly:
 - processes beside the program that hold the job's state (a parameter server): a restart would lose it;
-- SageMaker's own Pipe-mode channels that the ranks read directly: AWS's per-rank channels
-  (`train_0 ... train_N-1`), whose FIFOs are SageMaker's, one pass per epoch, and the program's own
-  reader would close one before its end. Every other SageMaker channel goes through a demultiplexer
-  where restarts are asked for (to one reader, too: plan.fifo_plan), which reads SageMaker's epoch to
-  its end and deals the next one as the restarted attempt's FIFO 0 (smtrain.data.demux_restarts).
+- SageMaker's own Pipe-mode channels that a program would read directly: their FIFOs are SageMaker's,
+  one pass per epoch, and the program's own reader would close one before its end. Where restarts are
+  asked for, every SageMaker channel goes through a demultiplexer (to one reader, too, and each
+  per-rank channel a local rank reads through one of its own: plan.fifo_plan), which reads
+  SageMaker's epoch to its end and deals the next one as the restarted attempt's FIFO 0
+  (smtrain.data.demux_restarts): none is left to refuse, unless the plan read one directly.
 Channels `train` streams itself from files (Pipe emulation, as under SDK local mode) start again from
 FIFO 0. Shuffled ones too: each host's demultiplexer leaves out what its ranks consumed, as they hand
 it over from the checkpoint they restored.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from ..wire.pipe_assignment import PipeAssignment, PipeMode
+from ..wire.pipe_assignment import DEMUX_FOLDER, PipeAssignment, PipeMode
 from .coordination import Coordination
 
 __all__ = ["RestartPolicy", "restart_policy"]
@@ -49,7 +51,9 @@ def restart_policy(asked: int, coordination: Optional[Coordination], pipe_channe
     if coordination is not None and coordination.companions:
         return RestartPolicy(asked, f"the job's {coordination.companions[0].name}s hold its state, which a restart "
                                     "would lose")
-    dealt = {p.channel for p in pipes if p.mode is PipeMode.DEMUX}
+    relayed = {Path(p.prefix).name[:-len("-0")] for p in pipes if p.mode is PipeMode.DIRECT
+               and Path(p.prefix).parent.name == DEMUX_FOLDER}  # per-rank members read through a relay
+    dealt = {p.channel for p in pipes if p.mode is PipeMode.DEMUX} | relayed
     direct = sorted(c for c in pipe_channels if c not in dealt)
     if direct:
         return RestartPolicy(asked, f"its ranks read SageMaker's Pipe-mode channels ({', '.join(direct)}) directly "

@@ -67,6 +67,7 @@ def plan_mpi(given: KindInputs) -> HostPart:
     mpi = MPI.settings(config)
     placed = layout(shape.hosts, mpi.processes_per_host, mpi.num_processes, given.facts.num_gpus)
     per_host = placed.processes_per_host
+    first_rank = placed.hosts.index(here) * per_host if here in placed.hosts else 0
     pipes = given.pipes(per_host, True, placed.num_processes)
     env_set = given.base_env(pipes)
     argv: tuple[str, ...] = ()
@@ -97,4 +98,4 @@ def plan_mpi(given: KindInputs) -> HostPart:
         start_line=f"host {here}: starting {placed.num_processes} ranks on {', '.join(placed.hosts)}: {shlex.join(argv)}",
         starter=RankStarter.MPIRUN, end=JobEnd.MASTER_PROGRAM,
     )
-    return HostPart(argv, env_set, pipes, per_host, coordination)
+    return HostPart(argv, env_set, pipes, per_host, coordination, first_rank)
