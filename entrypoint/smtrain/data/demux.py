@@ -184,8 +184,8 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
             if fd is not None:
                 os.close(fd)
         raise
-    if len(live) == 1 and drop is None and restarts is None:
-        return _pass_through(src, live[0], fds, targets[live[0]].name)
+    if len(live) == 1 and drop is None:
+        return _pass_through(src, live[0], fds, targets[live[0]].name, source, restarts, tuple(targets.values()))
     dealer = Dealer(source, src, fds, {r: t.name for r, t in targets.items()}, fmt, splice=drop is None,
                     stop=None if restarts is None else stop)
     try:
@@ -359,21 +359,9 @@ class Dealer:
         self.live = []
 
     def drain(self, acknowledge: Callable[[], bool]) -> None:
-        """Read the rest of the source, dealing nothing (what was buffered included), calling
-        `acknowledge` between reads: SageMaker's FIFO is then read to its end, as its agent expects."""
+        """Read the rest of the source, dealing nothing (what was buffered included): `drain`."""
         self.unsplice()
-        drained = 0
-        buffer = bytearray(PIPE_SIZE)
-        while True:
-            acknowledge()
-            if not select.select([self.src], [], [], 0.2)[0]:
-                continue
-            got = os.readv(self.src, [buffer])
-            if not got:
-                break
-            drained += got
-        if drained:
-            log(f"{self.source}: read the rest of the epoch ({drained} bytes), dealing nothing: a restart takes the next")
+        drain(self.src, self.source, acknowledge)
 
     def close(self) -> None:
         """The source, the carry pipe and every rank's FIFO closed."""
@@ -385,13 +373,33 @@ class Dealer:
                 os.close(fd)
 
 
-def _pass_through(src: int, rank: int, fds: dict[int, Optional[int]], name: str) -> EpochResult:
-    """The one reading rank gets the stream as it comes, in the kernel (splice), until its end."""
+def drain(src: int, source: Path, acknowledge: Callable[[], bool]) -> None:
+    """Read the rest of SageMaker's FIFO `src`, passing nothing on, calling `acknowledge` between reads
+    (smtrain.data.demux_restarts): it is then read to its end, as its agent expects."""
+    drained = 0
+    buffer = bytearray(PIPE_SIZE)
+    while True:
+        acknowledge()
+        if not select.select([src], [], [], 0.2)[0]:
+            continue
+        got = os.readv(src, [buffer])
+        if not got:
+            break
+        drained += got
+    if drained:
+        log(f"{source}: read the rest of the epoch ({drained} bytes), dealing nothing: a restart takes the next")
+
+
+def _pass_through(src: int, rank: int, fds: dict[int, Optional[int]], name: str, source: Path,
+                  restarts: Optional[Restarts] = None, targets: Sequence[Path] = ()) -> EpochResult:
+    """The one reading rank gets the stream as it comes, in the kernel (splice), until its end. With
+    `restarts` (SageMaker's own FIFOs) the stream is read to its end whatever happens to the rank, and
+    a restart asked for ends the passing."""
     target = fds[rank]
     assert target is not None
     passed = 0
     try:
-        while True:
+        while restarts is None or wait_readable(src, restarts.check):
             moved = os.splice(src, target, PIPE_SIZE)
             if not moved:
                 break
@@ -400,8 +408,11 @@ def _pass_through(src: int, rank: int, fds: dict[int, Optional[int]], name: str)
         log(f"{name}: rank {rank} went away; dropping it")
         fds[rank] = None
     finally:
-        os.close(src)
         os.close(target)
+        if restarts is not None:
+            restarts.released(targets)
+            drain(src, source, restarts.check)
+        os.close(src)
     return EpochResult({} if fds[rank] is None else {rank: 0}, tuple(r for r, fd in fds.items() if fd is None),
                        passed_bytes=passed)
 
