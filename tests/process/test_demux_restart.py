@@ -85,3 +85,32 @@ def test_a_restart_reads_sagemakers_epoch_to_its_end_and_deals_the_next_one_as_f
     assert "read the rest of the epoch" in log
     assert "restart in place: the next attempt's FIFO 0 is SageMaker's c_1" in log
     assert "closed the FIFO early" not in capfd.readouterr().err  # SageMaker's FIFO was read to its end
+
+
+def test_train_waits_for_each_demultiplexers_acknowledgement_and_says_which_one_has_ended(tmp_path: Path) -> None:
+    """`HostJob.restart_pipes`' part for SageMaker's FIFOs (run.job.restart_kept_demultiplexers), with real
+    demultiplexer helpers that no rank has read yet: ready at once; one that has ended is named."""
+    from smtrain.proc.helpers import HelperGroup
+    from smtrain.run.job import restart_kept_demultiplexers, start_pipe_helpers
+
+    data = tmp_path / "data"
+    data.mkdir()
+    commands = [(sys.executable, "-m", "smtrain.data.demux", "--data", str(data), "--channel", channel, "--ranks", "2",
+                 "--format", "tfrecord", "--restartable") for channel in ("train", "eval")]
+
+    class Plan:  # what start_pipe_helpers reads of a LaunchPlan
+        feeder = ()
+        demux = commands
+
+    helpers = HelperGroup()
+    try:
+        start_pipe_helpers(Plan(), helpers)  # type: ignore[arg-type]
+        _wait_for(lambda: all(Path(f"{demux_prefix(data, c, 1)}_0").exists() for c in ("train", "eval")), 30, "FIFOs")
+        started = time.monotonic()
+        assert restart_kept_demultiplexers(helpers, commands, 10.0) is None
+        assert time.monotonic() - started < 5 and restart_ack(data, "eval").exists()
+        helpers.helpers[1].process.kill()
+        helpers.helpers[1].process.wait(10)
+        assert restart_kept_demultiplexers(helpers, commands, 10.0) == "the demultiplexer of Pipe channel eval has ended"
+    finally:
+        helpers.stop()
