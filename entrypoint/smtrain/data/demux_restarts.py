@@ -79,7 +79,6 @@ class Restarts:
         """Until a restart is asked for (the job's end stops this process meanwhile)."""
         while not self.check():
             time.sleep(POLL_S)
-        self.check()
 
     def begin(self, next_source: int) -> None:
         """The restart acknowledged: the next attempt's FIFO 0 is SageMaker's epoch `next_source`."""
