@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import NamedTuple, Sequence
+from typing import NamedTuple, Optional, Sequence
 
 from ..wire.pipe_assignment import DEMUX_FOLDER, PipeAssignment, PipeMode, demux_prefix
 from ..wire.record_format import RecordFormat
 
 _RANK_CHANNEL = re.compile(r"^(.+?)([-_])(0|[1-9][0-9]*)$")
 
-__all__ = ["PipeChannel", "assign_pipes", "relays"]
+__all__ = ["PipeChannel", "assign_pipes", "relayed_member", "relays"]
 
 
 class PipeChannel(NamedTuple):
@@ -114,6 +114,13 @@ def relays(assignments: Sequence[PipeAssignment], ranks_per_host: int,
            first_rank: int) -> tuple[tuple[str, RecordFormat], ...]:
     """The members of relayed per-rank groups that this host's ranks read (local rank l is global rank
     `first_rank` + l), with their record format: each gets a demultiplexer of its own, to its one reader."""
-    return tuple((Path(a.for_rank(local, first_rank + local)).name[:-len("-0")], a.record_format)
-                 for a in assignments if a.mode is PipeMode.PER_RANK and Path(a.prefix).parent.name == DEMUX_FOLDER
-                 for local in range(ranks_per_host))
+    return tuple((member, a.record_format)
+                 for a in assignments if a.mode is PipeMode.PER_RANK and relayed_member(a.prefix) is not None
+                 for local in range(ranks_per_host)
+                 if (member := relayed_member(a.for_rank(local, first_rank + local))) is not None)
+
+
+def relayed_member(prefix: str) -> Optional[str]:
+    """The per-rank channel member whose relay's FIFOs start at `prefix` (`_member_prefix`), else None."""
+    path = Path(prefix)
+    return path.name[:-len("-0")] if path.parent.name == DEMUX_FOLDER and path.name.endswith("-0") else None

@@ -18,11 +18,11 @@ it over from the checkpoint they restored.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from ..wire.pipe_assignment import DEMUX_FOLDER, PipeAssignment, PipeMode
+from ..wire.pipe_assignment import PipeAssignment, PipeMode
 from .coordination import Coordination
+from .fifo_plan import relayed_member
 
 __all__ = ["RestartPolicy", "restart_policy"]
 
@@ -51,8 +51,7 @@ def restart_policy(asked: int, coordination: Optional[Coordination], pipe_channe
     if coordination is not None and coordination.companions:
         return RestartPolicy(asked, f"the job's {coordination.companions[0].name}s hold its state, which a restart "
                                     "would lose")
-    relayed = {Path(p.prefix).name[:-len("-0")] for p in pipes if p.mode is PipeMode.DIRECT
-               and Path(p.prefix).parent.name == DEMUX_FOLDER}  # per-rank members read through a relay
+    relayed = {relayed_member(p.prefix) for p in pipes if p.mode is PipeMode.DIRECT}  # per-rank members
     dealt = {p.channel for p in pipes if p.mode is PipeMode.DEMUX} | relayed
     direct = sorted(c for c in pipe_channels if c not in dealt)
     if direct:
