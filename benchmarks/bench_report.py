@@ -8,8 +8,9 @@ hosts' samples are read, judged and drawn. Timed two ways, median of --repeat ea
 
   at a job's end  as the master's `train` runs it: started with the job (`--wait`: interpreter,
                   matplotlib and fonts loaded), from its arguments handed over to its exit; every
-                  host but the first has digested its ranks (smtrain.profiler.digests), as workers do
-  by hand         `train report DIR` over the same folders without digests: the whole process
+                  rank digested (smtrain.profiler.digests), as each rank does at its exit
+  by hand         `train report DIR` over the same folders without digests (ranks that were killed
+                  leave none): the whole process, every rank's events parsed
 
     /opt/smtrain/venv/bin/python benchmarks/bench_report.py [--hosts 2 8 32 64] [--ranks 8] [--repeat 3]
 """
@@ -27,6 +28,8 @@ import time
 from pathlib import Path
 
 from figures import print_figures  # benchmarks/figures.py
+
+from smtrain.profiler.digest_files import DIGEST_DIR
 
 PROGRAM = Path(__file__).resolve().parent / "programs" / "timed_rank.py"
 VENV = Path(sys.executable).parent
@@ -52,7 +55,8 @@ def template(base: Path, steps: int, seconds: float) -> Path:
 
 def clone(folder: Path, into: Path, hosts: int, ranks: int) -> None:
     """`hosts` hosts' folders of `ranks` ranks each, from the template's 2 ranks on algo-1."""
-    files = [(p.relative_to(folder), p.read_text()) for p in folder.rglob("*") if p.is_file()]
+    files = [(p.relative_to(folder), p.read_text()) for p in folder.rglob("*")
+             if p.is_file() and p.parent.name != DIGEST_DIR.name]  # the ranks' own digests: made again below
     for h in range(hosts):
         host = f"algo-{h + 1}"
         for relative, text in files:
@@ -86,14 +90,14 @@ def time_report(folder: Path, out: Path, warm: bool) -> tuple[float, dict]:
     return elapsed, json.loads((out / "summary.json").read_text())
 
 
-def digest_workers(folder: Path) -> Path:
-    """A copy of `folder` whose hosts but the first have digested their ranks, as workers do before shipping."""
+def digest_ranks(folder: Path) -> Path:
+    """A copy of `folder` with every rank's digest, as each rank writes its own at its exit."""
     from smtrain.profiler import digests
     from smtrain.profiler.events import read_folder
 
     copy = folder.with_name(folder.name + "-digested")
     shutil.copytree(folder, copy)
-    for host in sorted(copy.iterdir())[1:]:
+    for host in sorted(copy.iterdir()):
         digests.write(host, digests.digest(read_folder([host])))
     return copy
 
@@ -112,7 +116,7 @@ def main() -> int:
         for hosts in args.hosts:
             data = Path(tmp) / f"h{hosts}"
             clone(folder, data, hosts, args.ranks)
-            digested = digest_workers(data)
+            digested = digest_ranks(data)
             got = {}
             for way, where, warm in (("job_end", digested, True), ("by_hand", data, False)):
                 times = []

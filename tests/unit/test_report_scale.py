@@ -1,5 +1,5 @@
-"""The job's one report as clusters grow (smtrain.profiler.job_report): ranks digested on their hosts
-give the same report as their events parsed on the master; what is drawn one by one is bounded; the
+"""The job's one report as clusters grow (smtrain.profiler.job_report): ranks digested at their exit or
+on their hosts give the same report as their events parsed on the master; what is drawn one by one is bounded; the
 plots drawn in forked processes are those drawn in one; the merged percentile equals its reference."""
 from __future__ import annotations
 
@@ -9,11 +9,15 @@ import shutil
 import statistics
 from pathlib import Path
 
+import pytest
+
 from smtrain.profiler import digests, job_report, plots
-from smtrain.profiler.events import read_folder
+from smtrain.profiler.events import (BETWEEN, EPOCH, MODES, STEP, as_read, bin_of, file_header, parse, read_folder,
+                                     summary_lines, to_lines)
 from smtrain.profiler.monitor import percentile
 from smtrain.profiler.steprules import rank_stats, weighted_percentile
 from smtrain.profiler.steps import StepRecorder
+from smtrain.run.worker import _digest_the_rest
 from smtrain.wire.profiler_settings import ProfilerSettings
 from tests.unit.test_step_profiler import _fast_steps
 
@@ -41,10 +45,14 @@ def _report(folder: Path, out: Path) -> dict:
 
 def test_digested_ranks_give_the_report_their_events_give(tmp_path: Path) -> None:
     _cluster(tmp_path / "hosts", hosts=3, ranks=2)
+    assert len(list((tmp_path / "hosts").rglob("rank-digests/*.json"))) == 6  # each rank's own, at its exit
+    own = _report(tmp_path / "hosts", tmp_path / "own")
+    for path in (tmp_path / "hosts").rglob("rank-digests/*.json"):
+        path.unlink()
     parsed = _report(tmp_path / "hosts", tmp_path / "parsed")
-    for worker in ("algo-2", "algo-3"):  # what each worker does before shipping
-        folder = tmp_path / "hosts" / worker
-        digests.write(folder, digests.digest(read_folder([folder])))
+    assert own == parsed
+    for worker in ("algo-2", "algo-3"):  # what each worker does before shipping, where its ranks left none
+        _digest_the_rest(tmp_path / "hosts" / worker, 0.0)
     assert len(list((tmp_path / "hosts").rglob("rank-digests/*.json"))) == 4
     digested = _report(tmp_path / "hosts", tmp_path / "digested")
     assert digested == parsed
@@ -55,6 +63,75 @@ def test_digested_ranks_give_the_report_their_events_give(tmp_path: Path) -> Non
     broken = tmp_path / "hosts" / "algo-2" / digests.DIGEST_DIR / "2-algo-2.json"
     broken.write_text("{")
     assert "2-algo-2" not in digests.read([tmp_path / "hosts"]) and _report(tmp_path / "hosts", tmp_path / "b") == parsed
+
+
+def _written_ones(summaries: int, rng: random.Random) -> tuple[list[tuple], list[tuple], int]:
+    base_us = rng.randrange(1_700_000_000_000_000, 1_800_000_000_000_000)
+    at = base_us / 1e6 + rng.random()
+    records, sums = [], []
+    for step in range(rng.randrange(1, 60)):
+        kind, mode = rng.choice([STEP, BETWEEN, EPOCH]), rng.choice(MODES)
+        length = rng.choice([0.0, 1e-7, rng.random() * 1e-3, rng.random() * 5])
+        records.append((kind, mode, step, at, at + length))
+        at += length + rng.random() * 1e-3
+    for first in range(summaries):
+        low, high = sorted((rng.random() * 1e-2, rng.random() * 1e-2))
+        bins = {bin_of(rng.random() * 30 + 1e-3): rng.randrange(1, 500) for _ in range(rng.randrange(1, 12))}
+        sums.append((rng.choice([STEP, BETWEEN]), rng.choice(MODES), first * 100, first * 100 + 99, at, at + 10,
+                     sum(bins.values()), rng.random() * 3, low, high, bins))
+        at += 10
+    return records, sums, base_us
+
+
+def test_what_a_rank_wrote_reads_back_as_the_file_does() -> None:
+    """events.as_read (the rank's own digest) against the reference: the written lines parsed."""
+    rng = random.Random(7)
+    for _ in range(300):
+        records, sums, base_us = _written_ones(rng.randrange(0, 4), rng)
+        text = file_header(base_us) + to_lines(records, base_us, {}, 1) + summary_lines(sums, base_us, {}, 1)
+        assert as_read(records, sums, base_us, "3-algo-2") == parse(text.rstrip().rstrip(",") + "\n]\n", "3-algo-2")
+
+
+def test_a_ranks_own_digest_equals_the_one_its_files_give(tmp_path: Path) -> None:
+    """Steps one by one and summarised, in two modes, over several files: the digest the recorder writes
+    at the rank's exit against the reference, its files digested."""
+    recorder = StepRecorder(ProfilerSettings(str(tmp_path), "algo-1", min_free_mb=0), rank=2)
+    recorder.thread = object()
+    end = _fast_steps(recorder, 9000, step_s=0.01, slow_every=700)
+    for i in range(2500):
+        recorder.add_step("EVAL", end + i * 0.02, end + i * 0.02 + 0.01)
+        recorder.flush()
+    recorder.close()
+    assert len(list(tmp_path.rglob("pevents/*/*.json"))) >= 2
+    own = digests.read([tmp_path])["2-algo-1"]
+    reference = digests.digest(read_folder([tmp_path]))["2-algo-1"]
+    # summaries are added up by kind and mode: the sum over gaps of every mode may differ in the last bit
+    assert own.stats.total_s == pytest.approx(reference.stats.total_s, rel=1e-12)
+    assert own._replace(stats=own.stats._replace(total_s={})) == \
+        reference._replace(stats=reference.stats._replace(total_s={}))
+    assert own.stats.steps == {"TRAIN": 9000, "EVAL": 2500, "PREDICT": 0} and own.stats.step_bins
+
+
+def test_a_digest_that_does_not_span_its_ranks_files_is_not_read(tmp_path: Path) -> None:
+    """A rank restarted in place: its second process's digest does not cover the first's files; a
+    process killed before its exit left its file open. The worker digests those ranks from their files."""
+    def run(start: float, close: bool) -> None:
+        recorder = StepRecorder(ProfilerSettings(str(tmp_path), "algo-1", min_free_mb=0), rank=0)
+        recorder.thread = object()
+        _fast_steps(recorder, 300, start=start)
+        recorder.close() if close else recorder.flush()
+
+    run(1000.0, close=True)
+    assert set(digests.read([tmp_path])) == {"0-algo-1"}
+    run(2000.0, close=True)  # the restarted attempt
+    assert digests.read([tmp_path]) == {}
+    assert digests.read([tmp_path], since=1500.0)["0-algo-1"].stats.train_steps == 300  # the first is older
+    _digest_the_rest(tmp_path, 0.0)
+    assert digests.read([tmp_path])["0-algo-1"].stats.train_steps == 600
+    run(3000.0, close=False)  # killed: its file stays open
+    assert digests.read([tmp_path]) == {}
+    _digest_the_rest(tmp_path, 0.0)
+    assert digests.read([tmp_path])["0-algo-1"].stats.train_steps == 900
 
 
 def test_a_digest_round_trips_and_keeps_the_ranks_statistics(tmp_path: Path) -> None:

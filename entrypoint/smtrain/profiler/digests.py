@@ -1,11 +1,12 @@
 """A rank's step events digested on its own host: its statistics (steprules.RankStats) and the few times
 the job's phases need, one small JSON file a rank, `<profiler>/framework/rank-digests/<node>.json`.
 
-A worker writes its ranks' digests before it ships its profiler data to the master, so the job's one
-report reads a file of a few kilobytes a rank instead of parsing every rank's events at the job's end
-(each host digests its own ranks, at once with the others); the report parses the events of a rank
-with no digest (the master's own, a folder `train report` is given by hand), and of the few ranks it
-draws one by one. Pure but for `write` and `read`.
+Each rank writes its own at its exit, from what it wrote and without reading it back
+(smtrain.profiler.steps); before a worker ships its profiler data to the master it digests the ranks
+that left none covering all their files (killed, restarted in place: digest_files.covering). So the
+job's one report reads a file of a few kilobytes a rank instead of parsing every rank's events at the
+job's end; it parses the events of a rank with no such digest, and of the few ranks it draws one by
+one. Pure but for `write` and `read`.
 """
 from __future__ import annotations
 
@@ -14,13 +15,11 @@ import os
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Optional, Union
 
+from .digest_files import DIGEST_DIR, covering, digest_path
 from .events import STEP, StepEvent, StepSummary
 from .steprules import RankStats, rank_stats
 
 __all__ = ["DIGEST_DIR", "RankDigest", "digest", "phase_marks", "read", "write"]
-
-DIGEST_DIR = Path("framework") / "rank-digests"
-
 
 class RankDigest(NamedTuple):
     """One rank's statistics and the times the report takes from its events."""
@@ -82,27 +81,29 @@ def phase_marks(digests: Iterable[RankDigest]) -> list[StepEvent]:
     return marks
 
 
-def write(profiler_dir: Path, digests: dict[str, RankDigest]) -> None:
-    """Each digest as its file in `profiler_dir` (written aside, then renamed: never read half-written)."""
-    folder = profiler_dir / DIGEST_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+def write(profiler_dir: Path, digests: dict[str, RankDigest], read_open: Optional[dict[str, dict[str, int]]] = None) -> None:
+    """Each digest as its file in `profiler_dir` (written aside, then renamed: never read half-written);
+    `read_open`: the open event files each digest read, by node (digest_files.open_files)."""
     for node, d in digests.items():
-        aside = folder / f".{node}.json.tmp"
-        aside.write_text(json.dumps(d.to_json(), separators=(",", ":")))
-        os.replace(aside, folder / f"{node}.json")
+        path = digest_path(profiler_dir, node)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        aside = path.with_name(f".{path.name}.tmp")
+        opened = (read_open or {}).get(node)
+        aside.write_text(json.dumps({**d.to_json(), **({"open_files": opened} if opened else {})}, separators=(",", ":")))
+        os.replace(aside, path)
 
 
 def read(folders: Iterable[Path], since: float = 0.0) -> dict[str, RankDigest]:
     """The digests under `folders` (any depth) of ranks whose events reach `since` (an earlier job's,
-    in a folder reused by local runs, do not); a file that does not read is left out (its rank's events
-    are parsed instead)."""
+    in a folder reused by local runs, do not) that cover all their rank's event files
+    (digest_files.covering); a file that does not read is left out (its rank's events are parsed
+    instead)."""
     found = {}
-    for folder in folders:
-        for path in sorted(Path(folder).rglob(f"{DIGEST_DIR.parent.name}/{DIGEST_DIR.name}/*.json")):
-            try:
-                d = RankDigest.from_json(json.loads(path.read_text()))
-            except (OSError, ValueError, KeyError, TypeError, AttributeError):
-                continue
-            if d.last_event >= since:
-                found[d.stats.node] = d
+    for node, raw in covering(folders, since).items():
+        try:
+            d = RankDigest.from_json(raw)
+        except (ValueError, KeyError, TypeError, AttributeError):
+            continue
+        if d.stats.node == node:
+            found[node] = d
     return found

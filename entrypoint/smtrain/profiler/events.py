@@ -33,9 +33,9 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
-__all__ = ["BETWEEN", "EPOCH", "FULL_STEPS", "MODES", "STEP", "StepEvent", "StepSummary", "bin_centre_ms", "bin_of",
-           "file_header", "final_path", "node_id", "parse", "rank_of", "read_folder", "stopped_path", "summary_lines",
-           "temp_path", "to_lines", "trace_objects"]
+__all__ = ["BETWEEN", "EPOCH", "FULL_STEPS", "MODES", "STEP", "StepEvent", "StepSummary", "as_read", "bin_centre_ms",
+           "bin_of", "event_files", "file_end_us", "file_header", "final_path", "node_id", "parse", "rank_of",
+           "read_folder", "stopped_path", "summary_lines", "temp_path", "to_lines", "trace_objects"]
 
 STEP = "Step"
 BETWEEN = "Between"
@@ -162,11 +162,46 @@ def summary_lines(summaries: Iterable[tuple[str, str, int, int, float, float, in
     max_s, {bin: count}) summaries of steps past the first FULL_STEPS."""
     lines: list[str] = []
     for kind, mode, first, last, start, end, count, total, low, high, bins in summaries:
-        args = {"step_num": str(first), "last_step": last, "count": count, "sum_ms": round(total * 1e3, 3),
-                "min_ms": round(low * 1e3, 4), "max_ms": round(high * 1e3, 4),
-                "bins": {f"{bin_centre_ms(i):.4g}": n for i, n in sorted(bins.items())}, "pid": os_pid}
+        args = _summary_args(first, last, count, total, low, high, bins, os_pid)
         lines += _event_lines(phase_name(SUMMARY_PHASES[kind], mode), pids, base_us, start, end, args)
     return "".join(line + ",\n" for line in lines)
+
+
+def _summary_args(first: int, last: int, count: int, total: float, low: float, high: float, bins: dict[int, int],
+                  os_pid: int) -> dict[str, Any]:
+    return {"step_num": str(first), "last_step": last, "count": count, "sum_ms": round(total * 1e3, 3),
+            "min_ms": round(low * 1e3, 4), "max_ms": round(high * 1e3, 4),
+            "bins": {f"{bin_centre_ms(i):.4g}": n for i, n in sorted(bins.items())}, "pid": os_pid}
+
+
+def as_read(records: Iterable[tuple[str, str, int, float, float]], summaries: Iterable[tuple], base_us: int,
+            node: str) -> list[Any]:
+    """What `parse` reads back of the lines `to_lines` and `summary_lines` write for these records and
+    summaries into a file whose base is `base_us`, without writing or parsing them: a rank's own digest
+    (smtrain.profiler.steps) so equals the one its files give."""
+    read: list[Any] = []
+    for kind, mode, step, start, end in records:
+        ts, dur = _offsets(base_us, start, end)
+        read.append(StepEvent(node, kind, mode, int(str(step)), *_span(base_us, ts, dur)))
+    for kind, mode, first, last, start, end, count, total, low, high, bins in summaries:
+        ts, dur = _offsets(base_us, start, end)
+        summary = _summary(node, kind, mode, *_span(base_us, ts, dur),
+                           _summary_args(first, last, count, total, low, high, bins, 0))
+        if summary is not None:
+            read.append(summary)
+    return read
+
+
+def _offsets(base_us: int, start: float, end: float) -> tuple[int, int]:
+    """An event's `ts` and `dur` (microseconds) in a file whose base is `base_us`."""
+    start_us = round(start * 1e6)
+    return start_us - base_us, max(0, round(end * 1e6) - start_us)
+
+
+def _span(base_us: int, ts: int, dur: int) -> tuple[float, float]:
+    """An event's start and end (seconds since the epoch) from its `ts` and `dur`."""
+    start = (base_us + ts) / 1e6
+    return start, start + dur / 1e6
 
 
 def _event_lines(name: str, pids: dict[str, int], base_us: int, start: float, end: float, args: dict) -> list[str]:
@@ -178,9 +213,8 @@ def _event_lines(name: str, pids: dict[str, int], base_us: int, start: float, en
         pid = pids[name] = len(pids) + 1
         lines.append(json.dumps({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}}))
         lines.append(json.dumps({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}}))
-    start_us = round(start * 1e6)
-    lines.append(json.dumps({"name": name, "pid": pid, "ph": "X", "ts": start_us - base_us,
-                             "dur": max(0, round(end * 1e6) - start_us), "args": args}))
+    ts, dur = _offsets(base_us, start, end)
+    lines.append(json.dumps({"name": name, "pid": pid, "ph": "X", "ts": ts, "dur": dur, "args": args}))
     return lines
 
 
@@ -224,8 +258,7 @@ def parse(text: str, node: str) -> list[Any]:
             kind, _, mode = names.get(event.get("pid"), str(event.get("name", ""))).partition(":ModeKeys.")
             if mode not in MODES:
                 continue
-            start = (base + int(event.get("ts", 0))) / 1e6
-            end = start + int(event.get("dur", 0)) / 1e6
+            start, end = _span(base, int(event.get("ts", 0)), int(event.get("dur", 0)))
             if kind in (STEP, BETWEEN, EPOCH):
                 events.append(StepEvent(node, kind, mode, int(args.get("step_num", -1)), start, end))
             elif kind in SUMMARISED:
@@ -255,16 +288,30 @@ def _node_of(path: Path) -> Optional[str]:
     return None
 
 
-def read_folder(folders: Iterable[Path], nodes: Optional[Callable[[str], bool]] = None) -> Iterator[Any]:
-    """Every step event and summary under `folders` (any depth), from complete and still-open files alike;
-    those of the ranks (nodes) `nodes` takes alone where it is given."""
+def event_files(folders: Iterable[Path]) -> Iterator[tuple[Path, str]]:
+    """Every event file under `folders` (any depth), complete or still open, and the rank (node) it is of."""
     for folder in folders:
         for path in sorted(Path(folder).rglob(f"*_{SUFFIX}*")):
             node = _node_of(path)
-            if node is None or (nodes is not None and not nodes(node)) or not path.is_file():
-                continue
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError:
-                continue
-            yield from parse(text, node)
+            if node is not None and path.is_file():
+                yield path, node
+
+
+def file_end_us(path: Path) -> Optional[int]:
+    """A complete event file's last event's end (microseconds since the epoch), from its name; None for
+    a file still open (or left open by a rank that was killed)."""
+    head = path.name.split("_", 1)[0]
+    return int(head) if path.name.endswith(f"_{SUFFIX}") and head.isdigit() else None
+
+
+def read_folder(folders: Iterable[Path], nodes: Optional[Callable[[str], bool]] = None) -> Iterator[Any]:
+    """Every step event and summary under `folders` (any depth), from complete and still-open files alike;
+    those of the ranks (nodes) `nodes` takes alone where it is given."""
+    for path, node in event_files(folders):
+        if nodes is not None and not nodes(node):
+            continue
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        yield from parse(text, node)

@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..wire.profiler_settings import ProfilerSettings, Window
-from .events import (BETWEEN, EPOCH, FULL_STEPS, STEP, bin_of, file_header, final_path, node_id, stopped_path,
-                     summary_lines, temp_path, to_lines)
+from .events import (BETWEEN, EPOCH, FULL_STEPS, STEP, StepSummary, as_read, bin_of, file_header, final_path, node_id,
+                     stopped_path, summary_lines, temp_path, to_lines)
 
 __all__ = ["FLUSH_S", "ROTATE_S", "SUMMARY_S", "StepRecorder"]
 
@@ -70,6 +70,37 @@ class _Interval:
                 self.high, self.bins)
 
 
+class _Written:
+    """What the rank's files hold, as the report reads it back (events.as_read), for the rank's own
+    digest at its exit: its events, and its summaries merged into one per kind and mode - bounded however
+    long the rank runs, and the same statistics (steprules.rank_stats adds summaries up in order)."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self.summaries: dict[tuple[str, str], StepSummary] = {}
+
+    def add(self, read: list[Any]) -> None:
+        for item in read:
+            if not isinstance(item, StepSummary):
+                self.events.append(item)
+                continue
+            key = (item.kind, item.mode)
+            old = self.summaries.get(key)
+            self.summaries[key] = item if old is None else _merged(old, item)
+
+    def all(self) -> list[Any]:
+        return self.events + list(self.summaries.values())
+
+
+def _merged(a: StepSummary, b: StepSummary) -> StepSummary:
+    bins = dict(a.bins)
+    for ms, n in b.bins:
+        bins[ms] = bins.get(ms, 0) + n
+    return a._replace(last_step=b.last_step, start=min(a.start, b.start), end=max(a.end, b.end),
+                      count=a.count + b.count, total_s=a.total_s + b.total_s, min_ms=min(a.min_ms, b.min_ms),
+                      max_ms=max(a.max_ms, b.max_ms), bins=tuple(sorted(bins.items())))
+
+
 class _File:
     """The open trace file: appended to at every flush, renamed into pevents/ when closed."""
 
@@ -80,6 +111,7 @@ class _File:
         self.opened_at = 0.0  # the recorder's clock when the file was opened
         self.last_end_us = 0
         self.pids: dict[str, int] = {}
+        self.written = _Written()  # every file's, this one's and those closed before
 
     def write(self, records: list[Record], summaries: list[tuple], now: float) -> None:
         starts = [r[3] for r in records] + [s[4] for s in summaries]
@@ -95,6 +127,7 @@ class _File:
         self.handle.write(to_lines(records, self.base_us, self.pids, os.getpid())
                           + summary_lines(summaries, self.base_us, self.pids, os.getpid()))
         self.handle.flush()
+        self.written.add(as_read(records, summaries, self.base_us, self.node))
         ends = [r[4] for r in records] + [s[5] for s in summaries]
         self.last_end_us = max(self.last_end_us, int(max(ends) * 1e6))
 
@@ -134,6 +167,7 @@ class StepRecorder:
         self.fold_lock = threading.Lock()  # the program's thread folds into intervals, the writer closes them
         self.windows = tuple(w for w in (settings.detailed, settings.python) if w is not None)  # kept whole
         self.stopped: Optional[str] = None  # why the writer stopped (the volume ran short of free space)
+        self.write_failed = False  # a write failed: the files may hold less than the recorder wrote
         self.tf_trace_on = False
         self.cprofile: Any = None
 
@@ -299,6 +333,7 @@ class StepRecorder:
                 if rotate:
                     self.file.close()
             except OSError as e:
+                self.write_failed = True
                 _warn(f"cannot write step events under {self.out}: {e}")
 
     def _fold(self, record: Record) -> None:
@@ -364,6 +399,21 @@ class StepRecorder:
         self.closed = True
         self.wake.set()
         self.flush(final=True)
+        self._digest()
+
+    def _digest(self) -> None:
+        """This rank's digest (smtrain.profiler.digests) from what its files hold, so that neither its
+        worker nor the report parses them at the job's end; none where the files may hold less (the
+        writer stopped, or a write failed): those are read instead."""
+        written = self.file.written
+        if self.stopped is not None or self.write_failed or not written.events and not written.summaries:
+            return
+        try:
+            from . import digests
+
+            digests.write(self.out, digests.digest(written.all()))
+        except Exception as e:  # the digest is a shortcut: the worker digests this rank's files instead
+            _warn(f"could not write this rank's step digest under {self.out}: {type(e).__name__}: {e}")
 
     def register_exit(self) -> None:
         """Closes the recorder at exit; in a forked child it records nothing (the child is not this rank)."""

@@ -46,22 +46,25 @@ class ControlServer:
         self._refused: dict[str, str] = {}  # host -> why it cannot take part in a restart (its `ready` said)
         self._incoming: Optional[Path] = None  # where workers' profiler archives are written (accept_profiles)
         self._profile_cap = 0
-        self._shipped: dict[str, Path] = {}  # host -> its complete archive
+        self._on_archive: Optional[Callable[[str, Path], Optional[str]]] = None
+        self._shipped: dict[str, Optional[str]] = {}  # host -> what taking its complete archive said
         self._overflowed: set[str] = set()  # workers whose archive passed the cap: not taken
         self._ended = False
         self._closed = False
         threading.Thread(target=self._accept, name="control-accept", daemon=True).start()
 
-    def accept_profiles(self, folder: Path, cap_bytes: int) -> None:
-        """Take the workers' profiler archives (`profile` messages) into `folder`, at most `cap_bytes` each."""
+    def accept_profiles(self, folder: Path, cap_bytes: int, on_archive: Callable[[str, Path], Optional[str]]) -> None:
+        """Take the workers' profiler archives (`profile` messages) into `folder`, at most `cap_bytes` each;
+        each complete one is handed to `on_archive(host, path)` at once, in its worker's connection thread
+        (unpacked while the other workers still send), which says what is missing from it, if anything."""
         folder.mkdir(parents=True, exist_ok=True)
         for stale in folder.glob("*.tar.gz"):  # an earlier job's, in a folder reused by local runs
             stale.unlink(missing_ok=True)
-        self._incoming, self._profile_cap = folder, cap_bytes
+        self._incoming, self._profile_cap, self._on_archive = folder, cap_bytes, on_archive
 
-    def wait_for_profiles(self, hosts: list[str], deadline: float) -> dict[str, Path]:
-        """The archives of `hosts` that came by `deadline`; a host no longer connected (lost, or hung up
-        without sending one) is not waited for."""
+    def wait_for_profiles(self, hosts: list[str], deadline: float) -> dict[str, Optional[str]]:
+        """Of `hosts` whose archives came and were taken by `deadline`: what `on_archive` said of each; a
+        host no longer connected (lost, or hung up without sending one) is not waited for."""
         with self._lock:
             while True:
                 pending = [h for h in hosts if h not in self._shipped and h in self._workers]
@@ -166,10 +169,19 @@ class ControlServer:
         threading.Thread(target=beat, name="control-heartbeat", daemon=True).start()
 
     def end(self, status: int, reason: str, linger_s: float = 2.0) -> None:
-        """Tell every worker the job is over; wait (bounded) until they have hung up."""
+        """Tell every worker the job is over (`announce_end`); wait (bounded) until they have hung up."""
+        self.announce_end(status, reason)
+        self.await_hang_ups(linger_s)
+
+    def announce_end(self, status: int, reason: str) -> None:
+        """Tell every worker the job is over; `await_hang_ups` before closing, so that none misses it."""
         with self._lock:
             self._ended = True
         self.broadcast(MessageType.END, status=status, reason=reason)
+
+    def await_hang_ups(self, linger_s: float = 2.0) -> None:
+        """Until every worker has hung up (after the end: each has read it and sent what it had), at most
+        `linger_s`."""
         deadline = time.monotonic() + linger_s
         with self._lock:
             while self._workers and time.monotonic() < deadline:
@@ -334,8 +346,10 @@ class ControlServer:
         with open(path, "ab") as f:
             f.write(piece)
         if fields.get("last") is True and size + len(piece) > 0:
+            assert self._on_archive is not None
+            said = self._on_archive(host, path)
             with self._lock:
-                self._shipped[host] = path
+                self._shipped[host] = said
                 self._lock.notify_all()
 
 

@@ -32,7 +32,7 @@ from .ssh_keys import make_job_key
 from .stall import Stall, StallWatch
 from .watchdog import Watchdog
 
-__all__ = ["ABORT_WAIT_S", "Master", "await_workers", "gather_profiles", "open_control"]
+__all__ = ["ABORT_WAIT_S", "Master", "await_workers", "gather_profiles", "open_control", "unpack_profile"]
 
 # After an abort, for the workers' own programs: ABORT_GRACE_S, their leftovers LEFTOVER_WAIT_S, their
 # launchers' reports a few seconds more.
@@ -86,13 +86,27 @@ def await_workers(server: ControlServer, coordination: Coordination) -> None:
     raise error
 
 
-def gather_profiles(server: ControlServer, workers: list[str], into: Path) -> list[str]:
-    """The workers' profiler data, unpacked into this host's profiler folder for the job's one report
-    (at most PROFILE_WAIT_S; a lost host is not waited for). Returns the report's notes on what is missing."""
-    import tarfile
-
+def unpack_profile(host: str, archive: Path, into: Path) -> Optional[str]:
+    """A worker's profiler archive unpacked into this host's profiler folder (as soon as it came: the
+    control server calls this); the report's note on what is missing from it, if anything."""
     from ..profiler.shipping import SHIP_CAP_BYTES, unpack
 
+    try:
+        _, left_out = unpack(archive, into)
+    except Exception as e:  # truncated, corrupt (tarfile, gzip, zlib), or the disk: this host is left out
+        return f"host {host} is missing from this report: its profiler data did not unpack ({e})"
+    finally:
+        archive.unlink(missing_ok=True)
+    if left_out:
+        return (f"host {host}: {left_out.get('files')} profiler file(s) of {left_out.get('bytes')} bytes past the "
+                f"{SHIP_CAP_BYTES >> 20} MiB a host ships are left out; they are in that host's output/profiler")
+    return None
+
+
+def gather_profiles(server: ControlServer, workers: list[str]) -> list[str]:
+    """The workers' profiler data, unpacked into this host's profiler folder as it comes (unpack_profile),
+    for the job's one report (at most PROFILE_WAIT_S; a lost host is not waited for). Returns the
+    report's notes on what is missing."""
     started = time.monotonic()
     shipped = server.wait_for_profiles(workers, started + PROFILE_WAIT_S)
     notes, lost = [], server.lost_hosts()
@@ -100,17 +114,8 @@ def gather_profiles(server: ControlServer, workers: list[str], into: Path) -> li
         if host not in shipped:
             why = "lost during the job" if host in lost else f"its profiler data did not come within {PROFILE_WAIT_S:g} s"
             notes.append(f"host {host} is missing from this report: {why}")
-            continue
-        try:
-            _, left_out = unpack(shipped[host], into)
-        except (OSError, ValueError, tarfile.TarError) as e:
-            notes.append(f"host {host} is missing from this report: its profiler data did not unpack ({e})")
-            continue
-        finally:
-            shipped[host].unlink(missing_ok=True)
-        if left_out:
-            notes.append(f"host {host}: {left_out.get('files')} profiler file(s) of {left_out.get('bytes')} bytes past the "
-                         f"{SHIP_CAP_BYTES >> 20} MiB a host ships are left out; they are in that host's output/profiler")
+        elif shipped[host] is not None:
+            notes.append(str(shipped[host]))
     log(f"profiler data of {len(shipped)} of {len(workers)} worker(s) gathered in {time.monotonic() - started:.2f} s")
     return notes
 
@@ -141,16 +146,19 @@ class Master:
         if plan.profiler_dir is not None and coordination.workers:
             from ..profiler.shipping import SHIP_CAP_BYTES
 
-            self.server.accept_profiles(plan.profiler_dir / ".incoming", SHIP_CAP_BYTES + (1 << 20))
+            into = plan.profiler_dir
+            self.server.accept_profiles(into / ".incoming", SHIP_CAP_BYTES + (1 << 20),
+                                        lambda host, archive: unpack_profile(host, archive, into))
         try:
             self.server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
             await_workers(self.server, coordination)
             job.start_companions(job.token)
             outcome = run_attempts(self._attempt, self._restart, plan.restarts.max_restarts, job.waker)
-            self.server.end(outcome.status, outcome.reason)
+            self.server.announce_end(outcome.status, outcome.reason)
             job.helpers.stop()  # this host's monitor writes its last samples while the workers pack theirs
             if plan.profiler_dir is not None and coordination.workers:
-                job.report_notes += gather_profiles(self.server, list(coordination.workers), plan.profiler_dir)
+                job.report_notes += gather_profiles(self.server, list(coordination.workers))
+            self.server.await_hang_ups()
         finally:
             self.server.close()
         return outcome

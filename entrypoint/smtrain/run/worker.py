@@ -10,6 +10,7 @@ import base64
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Optional
 
 from ..common.console import log
@@ -32,11 +33,9 @@ __all__ = ["Worker", "ship_profile"]
 
 def ship_profile(link: MasterLink, job: HostJob) -> None:
     """This host's profiler data to the master, once the job is over, for the job's one report: the
-    helpers stopped first (the monitor writes its last samples), its ranks' step events digested
-    (smtrain.profiler.digests: the report reads those instead of parsing every rank's events), then
-    the files in pieces."""
-    from ..profiler import digests
-    from ..profiler.events import read_folder
+    helpers stopped first (the monitor writes its last samples), the step events of ranks that left no
+    digest of their own digested (smtrain.profiler.digests: the report reads those instead of parsing
+    every rank's events), then the files in pieces."""
     from ..profiler.shipping import pack
 
     started = time.monotonic()
@@ -44,7 +43,7 @@ def ship_profile(link: MasterLink, job: HostJob) -> None:
     folder = job.plan.profiler_dir
     assert folder is not None
     try:
-        digests.write(folder, digests.digest(e for e in read_folder([folder]) if e.end >= job.started_at))
+        _digest_the_rest(folder, job.started_at)
     except Exception as e:  # whatever went wrong, the data still ships: the report parses these ranks' events
         log(f"could not digest this host's step events ({type(e).__name__}: {e}); the report will parse them")
     packed = pack(folder, job.started_at - 1.0)
@@ -55,6 +54,23 @@ def ship_profile(link: MasterLink, job: HostJob) -> None:
     left = f"; {packed.left_out_files} file(s) past the cap left out" if packed.left_out_files else ""
     log(f"sent {packed.files} profiler file(s) ({len(data)} bytes packed) to the master in "
         f"{time.monotonic() - started:.2f} s{left}")
+
+
+def _digest_the_rest(folder: Path, since: float) -> None:
+    """Digests of this host's ranks whose own (written at their exit) is missing or does not cover all
+    their event files: killed, or restarted in place."""
+    from ..profiler.digest_files import covering, open_files
+    from ..profiler.events import event_files
+
+    covered = covering([folder], since)
+    rest = {node for _, node in event_files([folder])} - set(covered)
+    if rest:
+        from ..profiler import digests
+        from ..profiler.events import read_folder
+
+        read_open = open_files(folder, rest)
+        digests.write(folder, digests.digest(e for e in read_folder([folder], rest.__contains__) if e.end >= since),
+                      read_open)
 
 
 class Worker:
