@@ -74,7 +74,7 @@ def clone(folder: Path, into: Path, hosts: int, ranks: int) -> None:
                 target.write_text(text.replace(f'"{TEMPLATE_HOST}"', f'"{host}"'))
 
 
-def time_report(folder: Path, out: Path, warm: bool) -> tuple[float, dict]:
+def time_report(folder: Path, out: Path, warm: bool, since: float) -> tuple[float, dict]:
     argv = [sys.executable, "-m", "smtrain.profiler.job_report", str(folder), "--out", str(out), "--job"]
     if not warm:
         started = time.monotonic()
@@ -84,7 +84,7 @@ def time_report(folder: Path, out: Path, warm: bool) -> tuple[float, dict]:
                                    stderr=subprocess.DEVNULL)
         time.sleep(WARM_S)  # the job runs
         started = time.monotonic()
-        process.communicate(json.dumps(["--since", "0"]).encode() + b"\n", timeout=600)
+        process.communicate(json.dumps(["--since", f"{since:.3f}"]).encode() + b"\n", timeout=600)  # as train does
         assert process.returncode == 0
     elapsed = time.monotonic() - started
     return elapsed, json.loads((out / "summary.json").read_text())
@@ -112,6 +112,7 @@ def main() -> int:
     args = parser.parse_args()
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
+        since = time.time() - 1.0  # the template job's start, as train hands it to the report at the job's end
         folder = template(Path(tmp) / "job", args.steps, args.seconds)
         for hosts in args.hosts:
             data = Path(tmp) / f"h{hosts}"
@@ -121,7 +122,7 @@ def main() -> int:
             for way, where, warm in (("job_end", digested, True), ("by_hand", data, False)):
                 times = []
                 for i in range(args.repeat):
-                    elapsed, summary = time_report(where, Path(tmp) / f"out{hosts}-{way}-{i}", warm)
+                    elapsed, summary = time_report(where, Path(tmp) / f"out{hosts}-{way}-{i}", warm, since)
                     times.append(elapsed)
                     counted = (len(summary["hosts"]), len(summary.get("ranks", {})))
                     assert counted == (hosts, hosts * args.ranks), f"the report counts {counted}"

@@ -14,7 +14,7 @@ import pytest
 from smtrain.profiler import digests, job_report, plots
 from smtrain.profiler.events import (BETWEEN, EPOCH, MODES, STEP, as_read, bin_of, file_header, parse, read_folder,
                                      summary_lines, to_lines)
-from smtrain.profiler.monitor import percentile
+from smtrain.profiler.monitor import EventWriter, Sample, percentile
 from smtrain.profiler.steprules import rank_stats, weighted_percentile
 from smtrain.profiler.steps import StepRecorder
 from smtrain.run.worker import _digest_the_rest
@@ -160,6 +160,32 @@ def test_plots_drawn_in_forked_processes_are_those_drawn_in_one() -> None:
 
     tasks = [lambda i=i: picture(i) for i in range(5)]
     assert job_report.draw(tasks, workers=3) == job_report.draw(tasks, workers=1) == [picture(i) for i in range(5)]
+
+
+def test_hosts_drawn_while_the_ranks_are_read_are_those_drawn_after(tmp_path: Path, monkeypatch) -> None:
+    """At a job's end (`--since`) a drawer draws the hosts' plots while the report reads the ranks: the
+    same report, in the same order, as where everything is drawn after (one core)."""
+    _cluster(tmp_path / "hosts", hosts=6, ranks=1, steps=100)
+    for h in range(1, 7):  # each host's monitor: a core per host, busier the higher the host
+        writer = EventWriter(tmp_path / "hosts" / f"algo-{h}", f"algo-{h}")
+        for t in range(12):
+            writer.add([Sample("cpu", "cpu_total", "CPUUtilization", 10.0 * h + t),
+                        Sample("cpu", "cpu0", "CPUUtilization", 10.0 * h)], 1000.0 + t / 2)
+        writer.flush()
+    since = ["--since", "999", "--job"]
+    forked = []
+    real_start = job_report.Drawing.start
+    monkeypatch.setattr(job_report.Drawing, "start", lambda self: forked.append(self.workers) or real_start(self))
+    assert job_report.main([str(tmp_path / "hosts"), "--out", str(tmp_path / "early"), *since]) == 0
+    assert forked[0] == 1 and len(forked) == 2  # the hosts' drawer, then the others'
+    monkeypatch.setattr(job_report.os, "sched_getaffinity", lambda pid: {0})
+    assert job_report.main([str(tmp_path / "hosts"), "--out", str(tmp_path / "after"), *since]) == 0
+    early, after = ((tmp_path / way / job_report.REPORT_FILE).read_text() for way in ("early", "after"))
+    captions = _captions(tmp_path / "early")
+    assert early == after and len(captions) == 9, captions  # 5 of the ranks, 4 of the hosts
+    assert captions[5].startswith("System utilisation per host (hosts algo-1, algo-4, algo-6 of 6") and \
+        captions[6].startswith("Utilisation across hosts") and captions[7].startswith("algo-6: CPU utilisation per core") and \
+        captions[8].startswith("algo-1: CPU utilisation per core"), captions
 
 
 def test_the_merged_percentile_equals_its_reference() -> None:

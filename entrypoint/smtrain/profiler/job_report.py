@@ -36,7 +36,7 @@ from .monitor import percentile
 from .rules import DEFAULTS, RuleResult, Series, evaluate, gpus, hosts, load_series, parse_overrides
 from .timeline import read_timeline
 
-__all__ = ["REPORT_FILE", "SHOWN", "main", "render_html", "summarise", "telling_hosts", "telling_ranks"]
+__all__ = ["REPORT_FILE", "SHOWN", "Drawing", "draw", "main", "render_html", "summarise", "telling_hosts", "telling_ranks"]
 
 REPORT_FILE = "profiler-report.html"
 TOP_OUTLIERS = 10
@@ -189,11 +189,30 @@ def _noted(picture: Optional[plots.Picture], note: str) -> Optional[plots.Pictur
     return picture if picture is None or not note else (f"{picture[0]} ({note})", picture[1])
 
 
+def _host_tasks(series: Series, start: float) -> list[Callable[[], Optional[plots.Picture]]]:
+    """The plots of the hosts' samples alone (the report can draw them before it has read the ranks');
+    each host drawn one by one only where there are few, else those that tell something (`telling_hosts`)."""
+    names = telling_hosts(series)
+    drawn_hosts = set(names)
+    few = {k: v for k, v in series.items() if k[0] in drawn_hosts}
+    of_hosts = f"hosts {', '.join(names)} of {len(hosts(series))}: the first, the busiest, the idlest, the median" \
+        if len(names) < len(hosts(series)) else ""
+    by_load = sorted(names, key=lambda h: _load(series, h))
+    cores_of = names if len(names) <= 2 else [by_load[-1], by_load[0]]  # the busiest and the idlest
+    return [
+        lambda: _noted(plots.utilisation(few, start), of_hosts),
+        lambda: plots.hosts_heatmap(series, start),
+        *((lambda host=host: plots.cores(series, host)) for host in cores_of),
+    ]
+
+
 def _pictures(series: Series, events: list[StepEvent], ctx: steprules.StepContext,
-              events_of: Callable[[set[str]], list[StepEvent]]) -> list[plots.Picture]:
+              events_of: Callable[[set[str]], list[StepEvent]], hosts_drawing: Optional["Drawing"] = None
+              ) -> list[plots.Picture]:
     """The report's plots; their cost bounded whatever the cluster's size: each rank and host drawn one
     by one only where there are few, else those that tell something (`telling_ranks`, `telling_hosts`).
-    `events_of`: the events of ranks known by their digests alone (read now: only those drawn)."""
+    `events_of`: the events of ranks known by their digests alone (read now: only those drawn);
+    `hosts_drawing`: the hosts' plots (`_host_tasks`), started before the ranks were read."""
     start = ctx.phases.start
     shown = telling_ranks(ctx.ranks)
     unread = set(shown) - {e.node for e in events}
@@ -207,12 +226,9 @@ def _pictures(series: Series, events: list[StepEvent], ctx: steprules.StepContex
     else:
         of_ranks = ""
     names = telling_hosts(series)
-    drawn_hosts = set(names)
-    few = {k: v for k, v in series.items() if k[0] in drawn_hosts}
+    few = {k: v for k, v in series.items() if k[0] in set(names)}
     of_hosts = f"hosts {', '.join(names)} of {len(hosts(series))}: the first, the busiest, the idlest, the median" \
         if len(names) < len(hosts(series)) else ""
-    by_load = sorted(names, key=lambda h: _load(series, h))
-    cores_of = names if len(names) <= 2 else [by_load[-1], by_load[0]]  # the busiest and the idlest
     timeline = ctx.timeline
     tasks: list[Callable[[], Optional[plots.Picture]]] = [
         lambda: _noted(plots.step_times(events, start), of_ranks),
@@ -220,44 +236,60 @@ def _pictures(series: Series, events: list[StepEvent], ctx: steprules.StepContex
         lambda: _noted(plots.breakdown(ranks, {"job": ctx.phases.duration_s}), of_ranks),
         lambda: _noted(plots.spread(ranks), of_ranks),
         lambda: _noted(plots.utilisation_against_steps(few, events, start), "; ".join(n for n in (of_hosts, of_ranks) if n)),
-        lambda: _noted(plots.utilisation(few, start), of_hosts),
-        lambda: plots.hosts_heatmap(series, start),
-        *((lambda host=host: plots.cores(series, host)) for host in cores_of),
-        *([lambda: plots.timeline_shares(timeline)] if timeline is not None else []),
     ]
-    return [p for p in draw(tasks) if p is not None]
+    if hosts_drawing is None:
+        tasks += _host_tasks(series, start)
+    tasks += [lambda: plots.timeline_shares(timeline)] if timeline is not None else []
+    drawn = draw(tasks)
+    if hosts_drawing is not None:
+        drawn[5:5] = hosts_drawing.collect()
+    return [p for p in drawn if p is not None]
+
+
+class Drawing:
+    """Tasks' pictures being drawn by forked processes (`start`), collected in order (`collect`)."""
+
+    def __init__(self, tasks: Sequence[Callable[[], Optional[plots.Picture]]], workers: int) -> None:
+        self.tasks, self.workers = tasks, workers  # workers 0: `collect` draws them in this process
+        self.children: list[tuple[int, int]] = []
+
+    def start(self) -> "Drawing":
+        """Forks the drawers, each taking every n-th task."""
+        for i in range(self.workers):
+            read_fd, write_fd = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # a drawer: its share, pickled to the parent, then gone without running atexit hooks
+                os.close(read_fd)
+                status = 1
+                try:
+                    with os.fdopen(write_fd, "wb") as out:
+                        tasks = self.tasks
+                        pickle.dump([(k, tasks[k]()) for k in range(i, len(tasks), self.workers)], out)
+                    status = 0
+                finally:
+                    os._exit(status)
+            os.close(write_fd)
+            self.children.append((pid, read_fd))
+        return self
+
+    def collect(self) -> list[Optional[plots.Picture]]:
+        """Each task's picture, in order; a drawer that failed leaves its tasks to this process."""
+        drawn: dict[int, Optional[plots.Picture]] = {}
+        for pid, read_fd in self.children:
+            with os.fdopen(read_fd, "rb") as source:
+                data = source.read()
+            _, status = os.waitpid(pid, 0)
+            if status == 0 and data:
+                drawn.update(pickle.loads(data))
+        self.children = []
+        return [drawn[k] if k in drawn else self.tasks[k]() for k in range(len(self.tasks))]
 
 
 def draw(tasks: Sequence[Callable[[], Optional[plots.Picture]]], workers: int = 0) -> list[Optional[plots.Picture]]:
     """Each task's picture, in order; drawn by forked processes, one a core up to DRAWERS (`workers`:
-    that many instead), each taking every n-th task: matplotlib draws on one core. A drawer that
-    failed leaves its tasks to this process."""
+    that many instead): matplotlib draws on one core."""
     workers = workers or min(DRAWERS, len(os.sched_getaffinity(0)), len(tasks))
-    if workers <= 1:
-        return [task() for task in tasks]
-    children = []
-    for i in range(workers):
-        read_fd, write_fd = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # a drawer: its share, pickled to the parent, then gone without running atexit hooks
-            os.close(read_fd)
-            status = 1
-            try:
-                with os.fdopen(write_fd, "wb") as out:
-                    pickle.dump([(k, tasks[k]()) for k in range(i, len(tasks), workers)], out)
-                status = 0
-            finally:
-                os._exit(status)
-        os.close(write_fd)
-        children.append((pid, read_fd))
-    drawn: dict[int, Optional[plots.Picture]] = {}
-    for pid, read_fd in children:
-        with os.fdopen(read_fd, "rb") as source:
-            data = source.read()
-        _, status = os.waitpid(pid, 0)
-        if status == 0 and data:
-            drawn.update(pickle.loads(data))
-    return [drawn[k] if k in drawn else tasks[k]() for k in range(len(tasks))]
+    return Drawing(tasks, workers if workers > 1 else 0).start().collect()
 
 
 def stopped_notes(folders: Sequence[Path]) -> list[str]:
@@ -322,9 +354,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.error(f"no such folder: {', '.join(missing)}")
     folders = [f for f in args.folders if f.is_dir()]
     gc.disable()  # a million small objects, none in a cycle: the collector's passes over them cost more than reading
+    hosts_drawing = None
     try:
         series = _since(load_series(folders), args.since)
-        digested = digests.read(folders, args.since)  # the workers' ranks, digested on their hosts
+        if args.since and not args.no_plots and len(os.sched_getaffinity(0)) > 1:
+            # the hosts' plots need nothing more: one drawer draws them on another core while the ranks are read
+            hosts_drawing = Drawing(_host_tasks(series, args.since), 1).start()
+        digested = digests.read(folders, args.since)  # the ranks' digests
         events = [e for e in read_folder(folders, lambda node: node not in digested) if e.end >= args.since]
     finally:
         gc.freeze()  # what was read stays: later collections need not walk it
@@ -349,7 +385,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "summary.json").write_text(json.dumps(summary, indent=2))
     pictures = [] if args.no_plots else _pictures(series, events, ctx, lambda nodes: [
-        e for e in read_folder(folders, lambda node: node in nodes) if e.end >= args.since])
+        e for e in read_folder(folders, lambda node: node in nodes) if e.end >= args.since], hosts_drawing)
     (args.out / REPORT_FILE).write_text(render_html(summary, pictures))
     fired = [r.rule for r in results if r.triggered]
     measured = set(hosts(series)) | {host_of(node) for node in ctx.ranks if host_of(node)}
