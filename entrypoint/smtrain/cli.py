@@ -102,5 +102,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def console_main() -> None:
-    """The `train` console script."""
-    sys.exit(main())
+    """The `train` console script. Once its part is done and its output flushed, it exits without the
+    interpreter's teardown of its modules (about 10 ms of CPU that every host's end would wait for):
+    train's own threads are daemons, and nothing of it runs at exit."""
+    status = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more reaches it anyway
+            pass
+    os._exit(status)

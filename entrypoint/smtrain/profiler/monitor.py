@@ -223,4 +223,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    sys.stderr.flush()
+    # Its files are closed and its summary written: skip the interpreter's teardown (psutil's modules),
+    # which the worker's shipping at the job's end would wait for.
+    os._exit(status)
