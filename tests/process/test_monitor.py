@@ -78,7 +78,18 @@ def test_busy_and_idle_programs_show_as_such(tmp_path: Path, program: str, busy:
     assert (median > 70) if busy else (median < 30), median
     stderr = done.stderr.decode()
     assert stderr.count("[monitor] no GPU to sample") == 1  # said once
+    assert "no GPU to sample (this host has none)" in stderr  # told by the plan (SM_NUM_GPUS): NVML not loaded
     assert re.search(r"\[monitor\] host algo-1 utilisation: cpu p50 \d+% p95 \d+%", stderr)
+
+
+def test_a_host_without_gpus_does_not_load_nvml() -> None:
+    import sys
+
+    probe = ("import sys; from smtrain.profiler.monitor import HostSampler; said = []; "
+             "HostSampler(said.append, {gpus}).sample(); print('pynvml' in sys.modules, said)")
+    for gpus, loaded in ((0, False), (-1, True)):
+        done = subprocess.run([sys.executable, "-c", probe.format(gpus=gpus)], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout.startswith(str(loaded)), done
 
 
 def test_monitor_can_be_switched_off(tmp_path: Path) -> None:

@@ -119,11 +119,13 @@ def demux_commands(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int
             *(command(member, 1, fmt, True) for member, fmt in relayed))
 
 
-def monitor_command(config: TrainingConfig, python: str) -> tuple[str, ...]:
+def monitor_command(config: TrainingConfig, python: str, gpus: int) -> tuple[str, ...]:
+    """The system monitor; told this host's GPUs (none: it does not load NVML)."""
     if config.monitor_interval_ms is None:
         return ()
     return (python, "-m", "smtrain.profiler.monitor", "--out", str(config.paths.output_dir / "profiler"),
-            "--host", config.resources.current_host, "--interval-ms", f"{config.monitor_interval_ms:g}")
+            "--host", config.resources.current_host, "--interval-ms", f"{config.monitor_interval_ms:g}",
+            "--gpus", str(gpus))
 
 
 def profiler_env(config: TrainingConfig) -> dict[str, str]:
@@ -219,7 +221,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
                              frozenset(c.name for c in config.channels
                                        if c.mode is InputMode.PIPE and config.max_restarts > 0),
                              relays(part.pipes, part.ranks_per_host, part.first_rank)),
-        monitor=monitor_command(config, python),
+        monitor=monitor_command(config, python, facts.num_gpus),
         report=report_command(config, python, timeline) if shape.role in (Role.SINGLE, Role.MASTER) else (),
         profiler_dir=profiler_folder(config),
         emulated=emulated,

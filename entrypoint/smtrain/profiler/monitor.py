@@ -85,9 +85,12 @@ class EventWriter:
 class GpuSampler:
     """NVML through nvidia-ml-py; absent GPUs (or driver) are reported once, then not asked again."""
 
-    def __init__(self, log) -> None:
+    def __init__(self, log, gpus: int = -1) -> None:
         self.handles: list[Any] = []
         self.nvml: Any = None
+        if gpus == 0:  # the host has none (SM_NUM_GPUS): NVML is not even loaded
+            log("no GPU to sample (this host has none); sampling CPU, memory, I/O and network")
+            return
         try:
             import pynvml
 
@@ -114,14 +117,14 @@ class GpuSampler:
 class HostSampler:
     """Samples this host's CPUs, memory, I/O, network and GPUs (psutil, NVML)."""
 
-    def __init__(self, log) -> None:
+    def __init__(self, log, gpus: int = -1) -> None:
         import psutil
 
         self.psutil = psutil
         psutil.cpu_percent(percpu=True)
         psutil.cpu_times_percent()
         self._last = (time.monotonic(), psutil.disk_io_counters(), psutil.net_io_counters())
-        self.gpu = GpuSampler(log)
+        self.gpu = GpuSampler(log, gpus)
 
     def sample(self) -> list[Sample]:
         """CPU (per core and in all), memory, disk and network since the last sample."""
@@ -172,9 +175,11 @@ class Summary:
         return f"host {host} utilisation: " + ("; ".join(parts) if parts else "no samples")
 
 
-def run(out: Path, host: str, interval_s: float, stop_requested: Callable[[float], bool], log) -> Summary:
-    """Sample until `stop_requested(timeout)` says so (it waits up to `timeout` s for a stop)."""
-    sampler = HostSampler(log)
+def run(out: Path, host: str, interval_s: float, stop_requested: Callable[[float], bool], log,
+        gpus: int = -1) -> Summary:
+    """Sample until `stop_requested(timeout)` says so (it waits up to `timeout` s for a stop); `gpus`:
+    the host's (-1: as NVML finds them)."""
+    sampler = HostSampler(log, gpus)
     writer = EventWriter(out, host)
     summary = Summary()
     next_flush = time.monotonic() + FLUSH_S
@@ -203,6 +208,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument("--host", required=True)
     parser.add_argument("--interval-ms", type=float, default=500)
+    parser.add_argument("--gpus", type=int, default=-1, help="the host's GPUs (0: NVML is not loaded; -1: ask NVML)")
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -217,7 +223,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except OSError:
         pass
     summary = run(args.out, args.host, args.interval_ms / 1000.0,
-                  lambda timeout: any(s in SHUTDOWN_SIGNALS for s in waker.wait(timeout)), log)
+                  lambda timeout: any(s in SHUTDOWN_SIGNALS for s in waker.wait(timeout)), log, args.gpus)
     log(summary.text(args.host))
     return 0
 
