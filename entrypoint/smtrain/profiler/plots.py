@@ -38,11 +38,28 @@ def warm() -> None:
 
     figure, axes = plt.subplots(1, 2, figsize=(3, 1))
     axes[0].plot([1, 2], [0.1, 100], linestyle="none", marker="o", label="warm")
-    axes[0].set_yscale("log")  # its tick labels are mathtext, whose parser is built on first use
+    _log_scale(axes[0], "y", "log")
     axes[0].set_xlabel("seconds")
     axes[0].legend()
     figure.colorbar(axes[1].imshow([[0.0, 50.0]], vmin=0, vmax=100), ax=axes[1])
     _png(figure)
+
+
+def _log_scale(ax: Any, which: str, scale: str, **kwargs: Any) -> None:
+    """The x or y axis (`which`) of `ax` on a log (or symlog) scale whose tick labels are plain numbers
+    ("0.01", "100") rather than matplotlib's mathtext ("10^2"), whose parser costs milliseconds a label
+    (a tenth of such a plot's time); the minor ticks labelled too where the axis spans less than a decade."""
+    from matplotlib.ticker import FuncFormatter
+
+    getattr(ax, f"set_{which}scale")(scale, **kwargs)
+    axis = ax.xaxis if which == "x" else ax.yaxis
+
+    def minor(value: float, _: int) -> str:
+        low, high = sorted(axis.get_view_interval())
+        return f"{value:g}" if 0 < low and high < 10 * low else ""
+
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(FuncFormatter(minor))
 
 
 def _png(figure: Any) -> bytes:
@@ -154,7 +171,7 @@ def step_times(events: list[Any], start: float) -> Optional[Picture]:
                         label=f"rank {node} {mode.lower()}: mean per interval")
     ax.set_xlabel("seconds since the job's start")
     ax.set_ylabel("step duration (ms)")
-    ax.set_yscale("log")
+    _log_scale(ax, "y", "log")
     ax.grid(alpha=0.3)
     ax.legend(loc="upper right", fontsize="small", markerscale=2)
     return "Step duration over time, per rank", _png(figure)
@@ -178,11 +195,12 @@ def step_histograms(ranks: dict[str, RankStats]) -> Optional[Picture]:
     values = [v for steps, _ in weighted.values() for v in steps if v > 0]
     low, high = min(values, default=0.1), max(values, default=1.0)
     bins = numpy.geomspace(low, high * 1.0001, 40) if high > low else 40  # log bins: the first step's tracing is 1000x
-    for node, (steps, weights) in weighted.items():
-        ax.hist(steps, bins=bins, weights=weights, alpha=0.5, histtype="stepfilled",  # one patch a rank, not a bar a bin
+    for node, (steps, weights) in weighted.items():  # arrays: matplotlib walks a list value by value
+        ax.hist(numpy.asarray(steps, dtype=float), bins=bins, weights=numpy.asarray(weights, dtype=float), alpha=0.5,
+                histtype="stepfilled",  # one patch a rank, not a bar a bin
                 label=f"rank {node} ({ranks[node].train_steps} steps)")
     if high > low:
-        ax.set_xscale("log")
+        _log_scale(ax, "x", "log")
     ax.set_xlabel("training step duration (ms)")
     ax.set_ylabel("steps")
     ax.legend(loc="upper right", fontsize="small")
@@ -218,13 +236,15 @@ def spread(ranks: dict[str, RankStats]) -> Optional[Picture]:
     if not ranks:
         return None
     plt = _pyplot()
+    import numpy
+
     figure, axes = plt.subplots(1, 2, figsize=(10, 3.5))
     for ax, label, values in ((axes[0], "training step (ms)", [s.step_sample() for s in ranks.values()]),
                               (axes[1], "between steps (ms)", [s.between_ms or [0.0] for s in ranks.values()])):
-        ax.boxplot(values, showfliers=True)
+        ax.boxplot([numpy.asarray(v, dtype=float) for v in values], showfliers=True)  # arrays: see step_histograms
         ax.set_xticks(range(1, len(ranks) + 1), list(ranks), fontsize="small")
         ax.set_ylabel(label)
-        ax.set_yscale("symlog", linthresh=1.0)
+        _log_scale(ax, "y", "symlog", linthresh=1.0)
         ax.grid(alpha=0.3)
     return "Spread of step times across ranks", _png(figure)
 
@@ -255,7 +275,7 @@ def utilisation_against_steps(series: Series, events: list[StepEvent], start: fl
     if gaps:
         twin.plot([e.start - start for e in gaps], [e.duration * 1e3 for e in gaps], linestyle="none", marker="x",
                   markersize=2.5, color="red", label="between steps (ms)")
-    twin.set_yscale("log")
+    _log_scale(twin, "y", "log")
     twin.set_ylabel("ms")
     ax.legend(loc="upper left", fontsize="small")
     twin.legend(loc="upper right", fontsize="small")
