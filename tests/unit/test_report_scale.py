@@ -132,6 +132,9 @@ def test_a_digest_that_does_not_span_its_ranks_files_is_not_read(tmp_path: Path)
     assert digests.read([tmp_path]) == {}
     _digest_the_rest(tmp_path, 0.0)
     assert digests.read([tmp_path])["0-algo-1"].stats.train_steps == 900
+    path = tmp_path / digests.DIGEST_DIR / "0-algo-1.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "open_files": ["not", "a", "map"]}))
+    assert digests.read([tmp_path]) == {}  # a malformed record of what it read: its rank's events are read
 
 
 def test_a_digest_round_trips_and_keeps_the_ranks_statistics(tmp_path: Path) -> None:

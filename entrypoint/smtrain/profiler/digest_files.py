@@ -63,7 +63,8 @@ def covering(folders: Iterable[Path], since: float = 0.0) -> dict[str, dict[str,
                 st = path.stat()
             except OSError:
                 continue
-            if st.st_mtime >= since and (raw.get("open_files") or {}).get(path.name) != st.st_size:
+            opened = raw.get("open_files")
+            if st.st_mtime >= since and (opened if isinstance(opened, dict) else {}).get(path.name) != st.st_size:
                 del found[node]
         elif end_us >= since * 1e6 and not \
                 raw["first_event"] * 1e6 - SLACK_US <= end_us <= raw["last_event"] * 1e6 + SLACK_US:

@@ -72,8 +72,9 @@ class _Interval:
 
 class _Written:
     """What the rank's files hold, as the report reads it back (events.as_read), for the rank's own
-    digest at its exit: its events, and its summaries merged into one per kind and mode - bounded however
-    long the rank runs, and the same statistics (steprules.rank_stats adds summaries up in order)."""
+    digest at its exit: its events (those kept one by one: the first FULL_STEPS of a mode, the windows,
+    each interval's longest - about 0.1 MB an hour), and its summaries merged into one per kind and mode
+    as they are written (the same statistics: steprules.rank_stats adds summaries up in order)."""
 
     def __init__(self) -> None:
         self.events: list[Any] = []
