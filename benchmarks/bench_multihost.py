@@ -4,6 +4,8 @@
   job end  the last rank's process exits -> the master's train, and the last worker's, have exited
   script end  the same from the last rank's script's last line (its interpreter's exit included)
   failure  a rank on the last worker is SIGKILLed -> every host's train has exited
+  master MB, threads  the master's `train`: its peak resident memory and most threads (its control
+           server keeps a connection and a thread per worker and per rank)
   launch CPU busy, end CPU busy  how busy this machine's CPUs were during the launch, and from the
            last rank's exit to the master's (every simulated host's processes share them: near 100 %,
            the edge waits for CPU, not for the toolkit)
@@ -79,6 +81,31 @@ class CpuBusy:
         return (inside[-1][1] - inside[0][1]) / max(1, inside[-1][2] - inside[0][2])
 
 
+class ProcessPeak:
+    """One process's peak resident memory (VmHWM) and most threads, sampled every 0.1 s from /proc until
+    it ends (the master's `train`: its control server holds a connection and a thread per worker and rank)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.rss_mb, self.threads = pid, 0.0, 0
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                fields = dict(line.split(":", 1) for line in open(f"/proc/{self.pid}/status") if ":" in line)
+            except OSError:
+                return
+            self.rss_mb = max(self.rss_mb, int(fields["VmHWM"].split()[0]) / 1024)
+            self.threads = max(self.threads, int(fields["Threads"]))
+            time.sleep(0.1)
+
+    def result(self) -> tuple[float, int]:
+        """(peak resident MB, most threads), once the process has ended."""
+        self._thread.join(timeout=5)
+        return self.rss_mb, self.threads
+
+
 def _read_times(cluster: Cluster, pattern: str) -> list[float]:
     return [float(p.read_text()) for h in cluster.hosts for p in (h.ml / "output" / "data").glob(pattern)]
 
@@ -97,6 +124,8 @@ def one_run(num_hosts: int, die: bool, program: str, profiler: bool, steps: int 
         cpu = CpuBusy()
         started, started_mono = time.time(), time.monotonic()
         cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+        master_pid = cluster.hosts[0].train_pid
+        peak = ProcessPeak(master_pid) if master_pid is not None else None
         edges = cluster.wait_timed(300)
         if len(edges.ended) < num_hosts:
             raise RuntimeError(f"hosts still running after 300 s: {sorted(set(edges.statuses) - set(edges.ended))}")
@@ -105,6 +134,8 @@ def one_run(num_hosts: int, die: bool, program: str, profiler: bool, steps: int 
         if len(starts) != ranks:
             raise RuntimeError(f"{len(starts)} of {ranks} ranks started")
         result = {"launch": max(starts) - started, "launch_cpu_busy": cpu.busy(started, max(starts))}
+        if peak is not None:
+            result["master_rss_mb"], result["master_threads"] = peak.result()
         last_host = max(ended.values())
         if die:
             result["failure"] = last_host - _read_times(cluster, "killed")[0]
@@ -147,7 +178,8 @@ def main() -> None:
     args = parser.parse_args()
     print(f"{args.per_host} ranks per host, program {args.program}; median of {args.repeat} runs; seconds")
     print(f"{'hosts':>6}{'profiler':>10}{'launch':>10}{'end master':>12}{'end worker':>12}{'failure':>10}"
-          f"{'script end master':>19}{'script end worker':>19}{'launch CPU busy':>16}{'end CPU busy':>13}")
+          f"{'script end master':>19}{'script end worker':>19}{'launch CPU busy':>16}{'end CPU busy':>13}"
+          f"{'master MB':>11}{'threads':>9}")
     figures = {}
     for hosts in args.hosts:
         for profiler in (True, False):
@@ -155,15 +187,15 @@ def main() -> None:
             fails = [one_run(hosts, True, args.program, profiler, per_host=args.per_host) for _ in range(args.repeat)]
             got = {key: statistics.median(r[key] for r in runs) for key in
                    ("launch", "launch_cpu_busy", "job_end_master", "job_end_worker", "script_end_master",
-                    "script_end_worker", "end_cpu_busy")}
+                    "script_end_worker", "end_cpu_busy", "master_rss_mb", "master_threads")}
             got["failure"] = statistics.median(r["failure"] for r in fails)
             print(f"{hosts:>6}{'on' if profiler else 'off':>10}{got['launch']:>10.2f}{got['job_end_master']:>12.2f}"
                   f"{got['job_end_worker']:>12.2f}{got['failure']:>10.2f}{got['script_end_master']:>19.2f}"
-                  f"{got['script_end_worker']:>19.2f}{got['launch_cpu_busy']:>16.0%}{got['end_cpu_busy']:>13.0%}",
-                  flush=True)
+                  f"{got['script_end_worker']:>19.2f}{got['launch_cpu_busy']:>16.0%}{got['end_cpu_busy']:>13.0%}"
+                  f"{got['master_rss_mb']:>11.1f}{got['master_threads']:>9.0f}", flush=True)
             suffix = f"{hosts}_hosts" + ("" if profiler else "_profiler_off")
-            figures.update({f"{key}_{suffix}" if key.endswith("cpu_busy") else f"{key}_s_{suffix}": value
-                            for key, value in got.items()})
+            figures.update({f"{key}_{suffix}" if key.endswith(("cpu_busy", "_mb", "_threads")) else f"{key}_s_{suffix}":
+                            value for key, value in got.items()})
     print("anchor, sagemaker-training 4.9.0: job end >= 30 s on every worker (sleep 30, then 30 s polls);"
           " a rank failing on a worker: that worker hangs")
     print_figures(figures)
