@@ -96,6 +96,8 @@ class ProcessPeak:
                 fields = dict(line.split(":", 1) for line in open(f"/proc/{self.pid}/status") if ":" in line)
             except OSError:
                 return
+            if "VmHWM" not in fields:  # exited, not yet reaped: its memory is gone
+                return
             self.rss_mb = max(self.rss_mb, int(fields["VmHWM"].split()[0]) / 1024)
             self.threads = max(self.threads, int(fields["Threads"]))
             time.sleep(0.1)
