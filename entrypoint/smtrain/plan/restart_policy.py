@@ -51,7 +51,7 @@ def restart_policy(asked: int, coordination: Optional[Coordination], pipe_channe
     if coordination is not None and coordination.companions:
         return RestartPolicy(asked, f"the job's {coordination.companions[0].name}s hold its state, which a restart "
                                     "would lose")
-    relayed = {relayed_member(p.prefix) for p in pipes if p.mode is PipeMode.DIRECT}  # per-rank members
+    relayed = {m for p in pipes if p.mode is PipeMode.DIRECT and (m := relayed_member(p.prefix))}  # per-rank members
     dealt = {p.channel for p in pipes if p.mode is PipeMode.DEMUX} | relayed
     direct = sorted(c for c in pipe_channels if c not in dealt)
     if direct:

@@ -25,11 +25,11 @@ def digest_path(profiler_dir: Path, node: str) -> Path:
     return profiler_dir / DIGEST_DIR / f"{node}.json"
 
 
-def open_files(folder: Path, nodes: Iterable[str]) -> dict[str, dict[str, int]]:
-    """The event files of `nodes` under `folder` still open (their ranks killed), by node: name -> size,
-    as a digest that read them records them (`covering` then takes them as covered)."""
+def open_files(files: Iterable[tuple[Path, str]], nodes: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Of event `files` (events.event_files), those of `nodes` still open (their ranks killed), by node:
+    name -> size, as a digest that read them records them (`covering` then takes them as covered)."""
     wanted, found = set(nodes), {}
-    for path, node in event_files([folder]):
+    for path, node in files:
         if node in wanted and file_end_us(path) is None:
             try:
                 found.setdefault(node, {})[path.name] = path.stat().st_size

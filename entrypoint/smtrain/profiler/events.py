@@ -182,7 +182,7 @@ def as_read(records: Iterable[tuple[str, str, int, float, float]], summaries: It
     read: list[Any] = []
     for kind, mode, step, start, end in records:
         ts, dur = _offsets(base_us, start, end)
-        read.append(StepEvent(node, kind, mode, int(str(step)), *_span(base_us, ts, dur)))
+        read.append(StepEvent(node, kind, mode, int(step), *_span(base_us, ts, dur)))
     for kind, mode, first, last, start, end, count, total, low, high, bins in summaries:
         ts, dur = _offsets(base_us, start, end)
         summary = _summary(node, kind, mode, *_span(base_us, ts, dur),

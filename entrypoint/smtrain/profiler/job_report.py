@@ -189,14 +189,20 @@ def _noted(picture: Optional[plots.Picture], note: str) -> Optional[plots.Pictur
     return picture if picture is None or not note else (f"{picture[0]} ({note})", picture[1])
 
 
+def _drawn_hosts(series: Series) -> tuple[list[str], Series, str]:
+    """The hosts drawn one by one (`telling_hosts`), their samples, and the note saying which they are
+    (empty where every host is drawn)."""
+    names = telling_hosts(series)
+    drawn = set(names)
+    of_hosts = f"hosts {', '.join(names)} of {len(hosts(series))}: the first, the busiest, the idlest, the median" \
+        if len(names) < len(hosts(series)) else ""
+    return names, {k: v for k, v in series.items() if k[0] in drawn}, of_hosts
+
+
 def _host_tasks(series: Series, start: float) -> list[Callable[[], Optional[plots.Picture]]]:
     """The plots of the hosts' samples alone (the report can draw them before it has read the ranks');
     each host drawn one by one only where there are few, else those that tell something (`telling_hosts`)."""
-    names = telling_hosts(series)
-    drawn_hosts = set(names)
-    few = {k: v for k, v in series.items() if k[0] in drawn_hosts}
-    of_hosts = f"hosts {', '.join(names)} of {len(hosts(series))}: the first, the busiest, the idlest, the median" \
-        if len(names) < len(hosts(series)) else ""
+    names, few, of_hosts = _drawn_hosts(series)
     by_load = sorted(names, key=lambda h: _load(series, h))
     cores_of = names if len(names) <= 2 else [by_load[-1], by_load[0]]  # the busiest and the idlest
     return [
@@ -225,10 +231,7 @@ def _pictures(series: Series, events: list[StepEvent], ctx: steprules.StepContex
         of_ranks = f"ranks {', '.join(shown)} of {len(ctx.ranks)}: the first, the slowest, the fastest, the median"
     else:
         of_ranks = ""
-    names = telling_hosts(series)
-    few = {k: v for k, v in series.items() if k[0] in set(names)}
-    of_hosts = f"hosts {', '.join(names)} of {len(hosts(series))}: the first, the busiest, the idlest, the median" \
-        if len(names) < len(hosts(series)) else ""
+    _, few, of_hosts = _drawn_hosts(series)
     timeline = ctx.timeline
     tasks: list[Callable[[], Optional[plots.Picture]]] = [
         lambda: _noted(plots.step_times(events, start), of_ranks),
@@ -237,12 +240,13 @@ def _pictures(series: Series, events: list[StepEvent], ctx: steprules.StepContex
         lambda: _noted(plots.spread(ranks), of_ranks),
         lambda: _noted(plots.utilisation_against_steps(few, events, start), "; ".join(n for n in (of_hosts, of_ranks) if n)),
     ]
+    rank_plots = len(tasks)  # the hosts' plots follow the ranks'
     if hosts_drawing is None:
         tasks += _host_tasks(series, start)
     tasks += [lambda: plots.timeline_shares(timeline)] if timeline is not None else []
     drawn = draw(tasks)
     if hosts_drawing is not None:
-        drawn[5:5] = hosts_drawing.collect()
+        drawn[rank_plots:rank_plots] = hosts_drawing.collect()
     return [p for p in drawn if p is not None]
 
 

@@ -62,13 +62,13 @@ def _digest_the_rest(folder: Path, since: float) -> None:
     from ..profiler.digest_files import covering, open_files
     from ..profiler.events import event_files
 
-    covered = covering([folder], since)
-    rest = {node for _, node in event_files([folder])} - set(covered)
+    files = list(event_files([folder]))
+    rest = {node for _, node in files} - set(covering([folder], since))
     if rest:
         from ..profiler import digests
         from ..profiler.events import read_folder
 
-        read_open = open_files(folder, rest)
+        read_open = open_files(files, rest)
         digests.write(folder, digests.digest(e for e in read_folder([folder], rest.__contains__) if e.end >= since),
                       read_open)
 
