@@ -4,6 +4,9 @@ Each host has its own network namespace (an `eth0` on a private bridge that live
 its own, so nothing is added to the machine's network), and runs in its own UTS, mount and PID
 namespaces: its hostname, its `/etc/hosts`, its `/opt/ml` tree (bind-mounted at one common path,
 as every SageMaker host sees `/opt/ml`), root's `~/.ssh`, and its `train` as PID 1, as in a container.
+Root's `~/.bashrc` is empty there, as the image's does nothing in a shell that is not interactive: the
+shell of every ssh session mpirun opens reads it (this machine's may run anything - pyenv's set-up,
+0.1 s of CPU a session).
 
     scripts/cluster.py up NAME --hosts 2 [--mpi 2]   # make hosts with a sample job; prints the folder
     scripts/cluster.py start NAME                    # run `train` on every host (background)
@@ -31,26 +34,18 @@ from smtrain.common.linux import alive
 
 SUBNET = "10.250.{net}.{host}"
 STATE_ROOT = Path(tempfile.gettempdir()) / "smtrain-clusters"
-SSHD_CONFIG = """Port 22
-ListenAddress 0.0.0.0
-PermitRootLogin prohibit-password
-PubkeyAuthentication yes
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-PrintMotd no
-PidFile none
-"""
-SSH_CLIENT_CONFIG = """Host *
-  IdentityFile /run/smtrain/ssh/job_ed25519
-  IdentitiesOnly yes
-  StrictHostKeyChecking no
-  UserKnownHostsFile /dev/null
-  LogLevel ERROR
-  BatchMode yes
-  ConnectTimeout 10
-"""
+DOCKER = Path(__file__).resolve().parent.parent.parent / "docker"
+
+
+def sshd_config() -> str:
+    """The image's sshd settings; StrictModes off: the hosts' key folders live under this machine's
+    world-writable temporary folder."""
+    return (DOCKER / "sshd_config").read_text() + "StrictModes no\n"
+
+
+def ssh_client_config() -> str:
+    """The image's ssh client settings (mpirun's ssh)."""
+    return (DOCKER / "ssh_config").read_text()
 
 
 def _cgroup_mounts(mounts: str) -> str:
@@ -102,6 +97,7 @@ class Host:
         script = (
             'hostname "$1" && mount --bind "$2" /etc/hosts && mount --bind "$3" "$4" '
             f'&& mkdir -p /root/.ssh /run/smtrain && mount --bind "$5" /root/.ssh '
+            '&& { [ ! -f /root/.bashrc ] || mount --bind /dev/null /root/.bashrc; } '
             f'&& mount -t tmpfs -o mode=755 smtrain /run/smtrain && {_cgroup_mounts(Path("/proc/mounts").read_text())} '
             '&& left="$6" && shift 6 '
             '|| exit 99; "$@"; rc=$?; ps -e -o pid=,comm= > "$left"; exit $rc'
@@ -231,8 +227,8 @@ class Cluster:
         client.mkdir(parents=True, mode=0o700)
         # root's own key on every host: a key that is not the job's, which no host's sshd may accept
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client / "id_ed25519"))
-        (client / "config").write_text(SSH_CLIENT_CONFIG)
-        (ssh / "sshd_config").write_text(SSHD_CONFIG)
+        (client / "config").write_text(ssh_client_config())
+        (ssh / "sshd_config").write_text(sshd_config())
 
     def write_job(self, hyperparameters: Mapping[str, Any], program: Optional[Path] = None,
                   program_name: str = "train.py", extra: Optional[Mapping[str, Any]] = None,

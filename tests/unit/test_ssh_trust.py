@@ -82,15 +82,15 @@ def test_a_one_host_mpi_job_makes_no_key(tmp_path: Path) -> None:
 
 
 def test_the_images_ssh_client_offers_the_job_key_alone_and_its_sshd_names_no_key() -> None:
-    """docker/ssh_config and docker/sshd_config against smtrain.wire.ssh_trust (the harness's copies too)."""
-    from tests.harness.cluster import SSH_CLIENT_CONFIG, SSHD_CONFIG
+    """docker/ssh_config and docker/sshd_config against smtrain.wire.ssh_trust (as the harness's hosts get them too)."""
+    from tests.harness.cluster import ssh_client_config, sshd_config
 
     docker = Path(__file__).resolve().parent.parent.parent / "docker"
-    for client in ((docker / "ssh_config").read_text(), SSH_CLIENT_CONFIG):
+    for client in ((docker / "ssh_config").read_text(), ssh_client_config()):
         settings = [line.split() for line in client.splitlines() if line.strip() and not line.lstrip().startswith("#")]
         assert ["IdentityFile", f"{SSH_DIR}/{JOB_KEY}"] in settings and ["IdentitiesOnly", "yes"] in settings
         assert [s for s in settings if s[0] == "IdentityFile"] == [["IdentityFile", f"{SSH_DIR}/{JOB_KEY}"]]
-    for server in ((docker / "sshd_config").read_text(), SSHD_CONFIG):
+    for server in ((docker / "sshd_config").read_text(), sshd_config()):
         names = {line.split()[0] for line in server.splitlines() if line.strip() and not line.startswith("#")}
         assert not names & {"HostKey", "AuthorizedKeysFile", "AuthorizedKeysCommand"}  # train gives both per job
         assert {"PasswordAuthentication", "KbdInteractiveAuthentication", "PermitRootLogin"} <= names
