@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from . import __version__
 from .common import console
-from .common.console import log
+from .common.console import exit_flushed, log
 from .config.defaults import DEFAULT_BASE_DIR
 from .config.load import load_config
 from .config.secrets import Redactor
@@ -105,10 +105,4 @@ def console_main() -> None:
     """The `train` console script. Once its part is done and its output flushed, it exits without the
     interpreter's teardown of its modules (about 10 ms of CPU that every host's end would wait for):
     train's own threads are daemons, and nothing of it runs at exit."""
-    status = main()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more reaches it anyway
-            pass
-    os._exit(status)
+    exit_flushed(main())

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from ..common.console import exit_flushed
 from . import digests, plots, steprules
 from .events import StepEvent, host_of, rank_of, read_folder
 from .monitor import percentile
@@ -406,9 +407,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    status = main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Everything is written: skip the interpreter's teardown of matplotlib's and numpy's modules, a
-    # tenth of a second more of the job's end.
-    os._exit(status)
+    # Everything is written: no teardown of matplotlib's and numpy's modules, a tenth of a second
+    # more of the job's end.
+    exit_flushed(main())

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, NamedTuple, Optional, Sequence
 
+from ..common.console import exit_flushed
 from ..common.signals import SHUTDOWN_SIGNALS, SignalWaker
 
 __all__ = ["FLUSH_S", "ROTATE_S", "EventWriter", "GpuSampler", "HostSampler", "Sample", "Summary", "event_line",
@@ -229,8 +230,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    status = main()
-    sys.stderr.flush()
-    # Its files are closed and its summary written: skip the interpreter's teardown (psutil's modules),
-    # which the worker's shipping at the job's end would wait for.
-    os._exit(status)
+    # Its files are closed and its summary written: no teardown of psutil's modules, which the
+    # worker's shipping at the job's end would wait for.
+    exit_flushed(main())
