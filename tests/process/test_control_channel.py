@@ -95,3 +95,41 @@ def test_the_master_waits_for_rank_reports_in_flight_only_while_they_could_chang
         assert time.monotonic() - began < 2.5 and cause is not None and cause.rank == 1  # every rank ended
     finally:
         server.close()
+
+
+def test_profiler_archives_are_taken_whole_in_memory_or_spilled_and_one_past_the_cap_is_dropped(tmp_path) -> None:
+    """Three workers ship archives in PROFILE_CHUNK pieces: one small (held in memory), one past
+    SPOOL_BYTES (spilled to an unnamed file in the folder), one past the cap (left out, said so);
+    each complete one reaches `on_archive` byte for byte, and nothing is left in the folder."""
+    import base64
+    import os
+
+    from smtrain.run.control_server import SPOOL_BYTES
+    from smtrain.wire.control_protocol import PROFILE_CHUNK
+
+    got, logged, incoming = {}, [], tmp_path / "incoming"
+    cap = 2 * SPOOL_BYTES
+    server = ControlServer("127.0.0.1", 0, "token", logged.append, heartbeat_timeout_s=5)
+    server.accept_profiles(incoming, cap, lambda host, archive: got.setdefault(host, archive.read()) and None)
+    payloads = {"algo-2": os.urandom(1000), "algo-3": os.urandom(SPOOL_BYTES + 3 * PROFILE_CHUNK + 7),
+                "algo-4": os.urandom(cap + 1)}
+    workers = {host: _worker(server.port, host) for host in payloads}
+    try:
+        assert server.wait_for_workers(list(payloads), time.monotonic() + 5) == []
+        for host, data in payloads.items():
+            for at in range(0, len(data), PROFILE_CHUNK):
+                workers[host].sendall(encode(MessageType.PROFILE, data=base64.b64encode(data[at:at + PROFILE_CHUNK]).decode(),
+                                             last=at + PROFILE_CHUNK >= len(data)))
+        shipped = server.wait_for_profiles(["algo-2", "algo-3"], time.monotonic() + 10)
+        assert shipped == {"algo-2": None, "algo-3": None}
+        assert got == {"algo-2": payloads["algo-2"], "algo-3": payloads["algo-3"]}
+        deadline = time.monotonic() + 5
+        while not any("algo-4 sent more profiler data" in line for line in logged) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert f"worker algo-4 sent more profiler data than {cap} bytes: left out" in logged
+        assert server.wait_for_profiles(["algo-4"], time.monotonic() + 0.2) == {}
+        assert list(incoming.iterdir()) == []
+    finally:
+        server.close()
+        for sock in workers.values():
+            sock.close()

@@ -29,7 +29,7 @@ def test_the_cap_keeps_step_events_and_the_newest_samples(tmp_path: Path) -> Non
     packed = pack(src, since=now - 60, cap_bytes=850)  # the older sample does not fit; the small trace still does
     assert (packed.files, packed.left_out_files, packed.left_out_bytes) == (4, 1, 400)
     out = tmp_path / "out"
-    written, left_out = unpack_bytes(packed.data, tmp_path, out)
+    written, left_out = unpack_bytes(packed.data, out)
     assert written == 4 and left_out == {"files": 1, "bytes": 400}
     assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file()) == [
         "framework/0-algo-2_pythontimeline.json.tmp", "framework/pevents/2026112711/1_0-algo-2_pythontimeline.json",
@@ -37,10 +37,8 @@ def test_the_cap_keeps_step_events_and_the_newest_samples(tmp_path: Path) -> Non
     assert all(p.stat().st_mtime >= now - 1 for p in out.rglob("*") if p.is_file())  # the master's clock
 
 
-def unpack_bytes(data: bytes, tmp: Path, into: Path):
-    archive = tmp / "a.tar.gz"
-    archive.write_bytes(data)
-    return unpack(archive, into)
+def unpack_bytes(data: bytes, into: Path):
+    return unpack(io.BytesIO(data), into)
 
 
 def test_only_regular_files_inside_the_folder_are_written(tmp_path: Path) -> None:
@@ -54,6 +52,6 @@ def test_only_regular_files_inside_the_folder_are_written(tmp_path: Path) -> Non
         link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
         tar.addfile(link)
     out = tmp_path / "out"
-    written, _ = unpack_bytes(buffer.getvalue(), tmp_path, out)
+    written, _ = unpack_bytes(buffer.getvalue(), out)
     assert written == 1 and [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.name != "a.tar.gz"] == [
         "out", "out/ok", "out/ok/fine.json"]

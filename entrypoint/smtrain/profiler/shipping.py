@@ -16,7 +16,7 @@ import os
 import tarfile
 import time
 from pathlib import Path
-from typing import Iterator, NamedTuple
+from typing import IO, Iterator, NamedTuple
 
 __all__ = ["LEFT_OUT_NAME", "SHIP_CAP_BYTES", "Packed", "pack", "unpack"]
 
@@ -87,14 +87,14 @@ def pack(folder: Path, since: float, cap_bytes: int = SHIP_CAP_BYTES) -> Packed:
     return Packed(buffer.getvalue(), files, left_files, left_bytes)
 
 
-def unpack(archive: Path, into: Path) -> tuple[int, dict]:
-    """Unpack a host's archive into `into`: regular files only, never outside it (tarfile's `data`
-    filter where Python has it, the same checks by hand where not). Returns the files written and
-    what the sender's cap left out (empty when nothing was)."""
+def unpack(archive: IO[bytes], into: Path) -> tuple[int, dict]:
+    """Unpack a host's archive (a file open for reading) into `into`: regular files only, never outside
+    it (the same checks as tarfile's `data` filter). Returns the files written and what the sender's
+    cap left out (empty when nothing was)."""
     into = into.resolve()
     written, left_out = 0, {}
     now = time.time()
-    with tarfile.open(archive, mode="r:gz") as tar:
+    with tarfile.open(fileobj=archive, mode="r:gz") as tar:
         for member in tar:
             target = (into / member.name).resolve()
             if not member.isfile() or into not in target.parents:

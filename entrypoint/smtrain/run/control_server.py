@@ -4,10 +4,11 @@ from __future__ import annotations
 import base64
 import binascii
 import socket
+import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import IO, Any, Callable, Mapping, Optional
 
 from ..config.defaults import HEARTBEAT_S, HEARTBEAT_TIMEOUT_S
 from ..wire.control_protocol import LineReader, Message, MessageType, encode
@@ -16,6 +17,8 @@ from ..wire.progress_file import Counts, InitPhase
 from ..wire.rank_failure import RankFailure, root_cause, settled
 
 __all__ = ["ControlServer"]
+
+SPOOL_BYTES = 1 << 20  # a worker's profiler archive is held in memory up to this size, then in a file
 
 
 class ControlServer:
@@ -44,22 +47,24 @@ class ControlServer:
         self._done: dict[str, int] = {}  # TF strategy jobs: host -> its program's status
         self._ready: dict[str, int] = {}  # host -> the restart it is ready for (its last `ready`)
         self._refused: dict[str, str] = {}  # host -> why it cannot take part in a restart (its `ready` said)
-        self._incoming: Optional[Path] = None  # where workers' profiler archives are written (accept_profiles)
+        self._incoming: Optional[Path] = None  # where workers' large profiler archives spill (accept_profiles)
         self._profile_cap = 0
-        self._on_archive: Optional[Callable[[str, Path], Optional[str]]] = None
+        self._on_archive: Optional[Callable[[str, IO[bytes]], Optional[str]]] = None
+        self._archives: dict[str, IO[bytes]] = {}  # host -> its archive so far (only its reader thread touches it)
         self._shipped: dict[str, Optional[str]] = {}  # host -> what taking its complete archive said
         self._overflowed: set[str] = set()  # workers whose archive passed the cap: not taken
         self._ended = False
         self._closed = False
         threading.Thread(target=self._accept, name="control-accept", daemon=True).start()
 
-    def accept_profiles(self, folder: Path, cap_bytes: int, on_archive: Callable[[str, Path], Optional[str]]) -> None:
-        """Take the workers' profiler archives (`profile` messages) into `folder`, at most `cap_bytes` each;
-        each complete one is handed to `on_archive(host, path)` at once, in its worker's connection thread
-        (unpacked while the other workers still send), which says what is missing from it, if anything."""
+    def accept_profiles(self, folder: Path, cap_bytes: int, on_archive: Callable[[str, IO[bytes]], Optional[str]]
+                        ) -> None:
+        """Take the workers' profiler archives (`profile` messages), at most `cap_bytes` each: in memory up
+        to SPOOL_BYTES (no file made and removed per worker at the job's end), past that in an unnamed file
+        in `folder`. Each complete one is handed to `on_archive(host, archive)` at once, in its worker's
+        connection thread (unpacked while the other workers still send), which says what is missing from
+        it, if anything."""
         folder.mkdir(parents=True, exist_ok=True)
-        for stale in folder.glob("*.tar.gz"):  # an earlier job's, in a folder reused by local runs
-            stale.unlink(missing_ok=True)
         self._incoming, self._profile_cap, self._on_archive = folder, cap_bytes, on_archive
 
     def wait_for_profiles(self, hosts: list[str], deadline: float) -> dict[str, Optional[str]]:
@@ -332,22 +337,28 @@ class ControlServer:
         """One piece of a worker's profiler archive, appended to its file; complete at `last`."""
         if self._incoming is None or host in self._shipped or host in self._overflowed:
             return
-        path = self._incoming / f"{host}.tar.gz"
         try:
             piece = base64.b64decode(str(fields.get("data", "")), validate=True)
         except (binascii.Error, ValueError):
             self._log(f"worker {host} sent a malformed piece of its profiler data: ignored")
             return
-        size = path.stat().st_size if path.exists() else 0
+        archive = self._archives.get(host)
+        if archive is None:
+            archive = self._archives[host] = tempfile.SpooledTemporaryFile(SPOOL_BYTES, dir=self._incoming)
+        size = archive.tell()
         if size + len(piece) > self._profile_cap:
-            self._overflowed.add(host)  # what came stays incomplete and is not unpacked
+            self._overflowed.add(host)  # what came is dropped and not unpacked
+            self._archives.pop(host).close()
             self._log(f"worker {host} sent more profiler data than {self._profile_cap} bytes: left out")
             return
-        with open(path, "ab") as f:
-            f.write(piece)
+        archive.write(piece)
         if fields.get("last") is True and size + len(piece) > 0:
             assert self._on_archive is not None
-            said = self._on_archive(host, path)
+            archive.seek(0)
+            try:
+                said = self._on_archive(host, archive)
+            finally:
+                self._archives.pop(host).close()
             with self._lock:
                 self._shipped[host] = said
                 self._lock.notify_all()

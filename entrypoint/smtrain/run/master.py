@@ -12,7 +12,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import IO, Callable, Optional
 
 from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS, WAKE, SignalWaker
@@ -86,7 +86,7 @@ def await_workers(server: ControlServer, coordination: Coordination) -> None:
     raise error
 
 
-def unpack_profile(host: str, archive: Path, into: Path) -> Optional[str]:
+def unpack_profile(host: str, archive: IO[bytes], into: Path) -> Optional[str]:
     """A worker's profiler archive unpacked into this host's profiler folder (as soon as it came: the
     control server calls this); the report's note on what is missing from it, if anything."""
     from ..profiler.shipping import SHIP_CAP_BYTES, unpack
@@ -95,8 +95,6 @@ def unpack_profile(host: str, archive: Path, into: Path) -> Optional[str]:
         _, left_out = unpack(archive, into)
     except Exception as e:  # truncated, corrupt (tarfile, gzip, zlib), or the disk: this host is left out
         return f"host {host} is missing from this report: its profiler data did not unpack ({e})"
-    finally:
-        archive.unlink(missing_ok=True)
     if left_out:
         return (f"host {host}: {left_out.get('files')} profiler file(s) of {left_out.get('bytes')} bytes past the "
                 f"{SHIP_CAP_BYTES >> 20} MiB a host ships are left out; they are in that host's output/profiler")
