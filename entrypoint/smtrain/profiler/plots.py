@@ -60,6 +60,10 @@ def _log_scale(ax: Any, which: str, scale: str, **kwargs: Any) -> None:
 
     axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     axis.set_minor_formatter(FuncFormatter(minor))
+    if scale == "log":  # minor ticks at 2 and 5 of each decade, not all eight: each tick costs matplotlib ~0.3 ms
+        from matplotlib.ticker import LogLocator
+
+        axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))
 
 
 def _png(figure: Any) -> bytes:
