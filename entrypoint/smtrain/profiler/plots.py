@@ -25,6 +25,7 @@ def _pyplot() -> Any:
     matplotlib.rcParams["figure.constrained_layout.use"] = False
     matplotlib.rcParams["figure.subplot.wspace"] = 0.3
     matplotlib.rcParams["figure.subplot.hspace"] = 0.15
+    matplotlib.rcParams["text.hinting"] = "no_hinting"  # a tenth of the text's time; the same look at 80 dpi
     import matplotlib.pyplot as plt
 
     return plt
@@ -68,6 +69,12 @@ def _log_scale(ax: Any, which: str, scale: str, **kwargs: Any) -> None:
 
 def _png(figure: Any) -> bytes:
     plt = _pyplot()
+    from matplotlib.ticker import AutoLocator, MaxNLocator
+
+    for ax in figure.axes:  # at most 6 intervals on a linear axis, not up to 10: each tick costs ~0.3 ms
+        for axis in (ax.xaxis, ax.yaxis):
+            if type(axis.get_major_locator()) is AutoLocator:
+                axis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 2, 2.5, 5, 10]))
     width, height = figure.get_size_inches()
     # room in inches for the labels: rank and host names at the left, a twin axis's or colour bar's at
     # the right, the x axis's below
