@@ -129,6 +129,24 @@ def test_profiler_archives_are_taken_whole_in_memory_or_spilled_and_one_past_the
         assert f"worker algo-4 sent more profiler data than {cap} bytes: left out" in logged
         assert server.wait_for_profiles(["algo-4"], time.monotonic() + 0.2) == {}
         assert list(incoming.iterdir()) == []
+
+        def spilled() -> list[str]:  # this process's open files in the folder (unnamed: "... (deleted)")
+            return [t for t in (os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                                if os.path.exists(f"/proc/self/fd/{fd}")) if t.startswith(str(incoming))]
+
+        quitter = _worker(server.port, "algo-5")  # hangs up in the middle of an archive past SPOOL_BYTES
+        assert server.wait_for_workers(["algo-5"], time.monotonic() + 5) == []
+        for at in range(0, SPOOL_BYTES + PROFILE_CHUNK, PROFILE_CHUNK):
+            quitter.sendall(encode(MessageType.PROFILE, data=base64.b64encode(os.urandom(PROFILE_CHUNK)).decode(),
+                                   last=False))
+        deadline = time.monotonic() + 5
+        while not spilled() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert spilled(), "the unfinished archive was not spilled to a file"
+        quitter.close()
+        while spilled() and time.monotonic() < deadline + 5:
+            time.sleep(0.05)
+        assert spilled() == []  # its file closed once it hung up, not kept until the server ends
     finally:
         server.close()
         for sock in workers.values():

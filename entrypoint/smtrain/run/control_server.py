@@ -246,6 +246,9 @@ class ControlServer:
             self._lock.notify_all()
         self._log(f"worker {host} is ready" if not self._ssh_key else f"worker {host} is here; it gets the job's ssh key")
         how = self._until_lost(reader, host)
+        partial = self._archives.pop(host, None)  # it hung up in the middle of its profiler archive
+        if partial is not None:
+            partial.close()
         with self._lock:
             if self._workers.get(host) is sock:
                 del self._workers[host]
