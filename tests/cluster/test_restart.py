@@ -88,6 +88,9 @@ def test_a_rank_that_raises_once_is_restarted_and_ends_with_the_weights_of_an_un
     assert "restarting the job in place (restart 1 of 2)" in master and "RuntimeError: rank 3 fails at step 30" in master
     assert "the job succeeded after 1 restart(s) in place" in master
     assert "the master restarts the job in place (restart 1)" in cluster.hosts[1].stderr()
+    # both attempts' mpirun reached the worker through the master's one held ssh connection: one login
+    assert "ssh connections to the workers held for restarts in place" in master
+    assert cluster.hosts[1].stderr().count("Accepted publickey for root") == 1, _details(cluster)
     assert cluster.leftovers() == {}
 
 
@@ -136,7 +139,7 @@ def test_without_restarts_asked_for_a_failure_ends_the_job_as_before(cluster: Cl
     assert statuses == {"algo-1": 1, "algo-2": 1}, _details(cluster)
     failure = (cluster.hosts[0].ml / "output" / "failure").read_text()
     assert failure.startswith("RuntimeError: ") and "attempt" not in failure.splitlines()[0]
-    assert "restart" not in cluster.hosts[0].stderr()
+    assert "restart" not in cluster.hosts[0].stderr()  # no ssh connection held either: mpirun logs in itself
 
 
 def _pipe_job(cluster: Cluster, layout: str) -> tuple[dict[str, list[bytes]], list]:

@@ -97,6 +97,43 @@ def test_the_master_waits_for_rank_reports_in_flight_only_while_they_could_chang
         server.close()
 
 
+def test_once_every_launcher_has_ended_the_master_waits_only_for_reports_already_sent() -> None:
+    """After mpirun's own end (`senders_gone`) no quiet spell: a report on a connection accepted but not yet
+    read is waited for (within the spell), and then nothing more."""
+    server = ControlServer("127.0.0.1", 0, "token", lambda m: None, heartbeat_timeout_s=5)
+    try:
+        _report(server.port, 1, False, "RuntimeError: boom", uncaught=True)
+        time.sleep(0.2)
+        began = time.monotonic()
+        cause = server.first_report(quiet_s=5, max_wait_s=10, ranks=3, settled_s=5, senders_gone=True)
+        assert time.monotonic() - began < 1.0 and cause is not None and cause.rank == 1
+        late = socket.create_connection(("127.0.0.1", server.port), timeout=5)  # accepted, its report not yet sent
+        time.sleep(0.2)
+        failure = RankFailure(host="algo-2", rank=2, local_rank=0, final=False, program="train.py",
+                              error_at=time.time() - 60, stderr_tail="ValueError: first", uncaught=True)
+        threading.Timer(0.5, lambda: late.sendall(encode(MessageType.RANK_EXIT, token="token", **failure.to_fields()))).start()
+        began = time.monotonic()
+        cause = server.first_report(quiet_s=5, max_wait_s=10, ranks=3, settled_s=5, senders_gone=True)
+        assert 0.4 < time.monotonic() - began < 3 and cause is not None and cause.rank == 2  # the earlier failure
+        late.close()
+    finally:
+        server.close()
+
+
+def test_a_listeners_accept_queue_is_read_from_the_kernel() -> None:
+    from smtrain.run.control_server import accept_queue
+
+    with socket.create_server(("127.0.0.1", 0), backlog=8) as listener:
+        assert accept_queue(listener) == 0
+        clients = [socket.create_connection(listener.getsockname(), timeout=5) for _ in range(2)]
+        time.sleep(0.1)
+        assert accept_queue(listener) == 2
+        listener.accept()[0].close()
+        assert accept_queue(listener) == 1
+        for client in clients:
+            client.close()
+
+
 def test_profiler_archives_are_taken_whole_in_memory_or_spilled_and_one_past_the_cap_is_dropped(tmp_path) -> None:
     """Three workers ship archives in PROFILE_CHUNK pieces: one small (held in memory), one past
     SPOOL_BYTES (spilled to an unnamed file in the folder), one past the cap (left out, said so);

@@ -47,6 +47,17 @@ def test_abort_on_failure_without_kill_delay_and_no_output_tags() -> None:
     assert "--tag-output" not in argv and "--display-map" not in argv
 
 
+def test_mpiruns_ssh_shares_a_held_connection_where_one_is_given() -> None:
+    def rsh_args(argv: tuple[str, ...]) -> list[str]:
+        return [argv[i + 2] for i, a in enumerate(argv) if a == "--mca" and argv[i + 1] == "plm_rsh_args"]
+
+    assert rsh_args(_command(ssh_control_path="/run/x/mux-%n").argv) == ["-oControlPath=/run/x/mux-%n"]
+    assert rsh_args(_command().argv) == []
+    assert rsh_args(_command(job=layout(("algo-1",), 2, None, 0), ssh_control_path="/run/x/mux-%n").argv) == []  # no ssh
+    mine = ("--mca", "plm_rsh_args", "-p 2200")  # the user's own ssh arguments replace ours
+    assert rsh_args(_command(ssh_control_path="/run/x/mux-%n", custom_options=mine).argv) == ["-p 2200"]
+
+
 def test_interface_for_btl_oob_and_nccl() -> None:
     command = _command(wanted_interface="eth0")
     argv = command.argv

@@ -54,6 +54,20 @@ def test_master_runs_mpirun_with_the_rank_launcher_and_one_contract(tmp_path: Pa
     assert plan.argv[plan.argv.index("--bind-to") + 1] == "none"  # CPUs the ranks may use: unknown
 
 
+def test_where_restarts_are_asked_for_every_mpirun_shares_the_masters_held_ssh_connections(tmp_path: Path) -> None:
+    def mca(argv: tuple[str, ...]) -> dict[str, str]:
+        return {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--mca"}
+
+    plan = _plan(tmp_path / "a", "algo-1", SMTRAIN_MAX_RESTARTS="1")
+    assert plan.coordination is not None and plan.coordination.ssh_held == ("algo-2",)
+    assert mca(plan.argv)["plm_rsh_args"] == "-oControlPath=/run/smtrain/ssh/mux-%n"
+    assert json.loads(dumps(plan))["coordination"]["ssh_held"] == ["algo-2"]
+    worker = _plan(tmp_path / "b", "algo-2", SMTRAIN_MAX_RESTARTS="1")
+    assert worker.coordination is not None and worker.coordination.ssh_held == ()
+    plan = _plan(tmp_path / "c", "algo-1")  # no restarts: mpirun logs into the workers itself, as ever
+    assert plan.coordination is not None and plan.coordination.ssh_held == () and "plm_rsh_args" not in mca(plan.argv)
+
+
 def test_ranks_are_bound_to_the_cpus_this_host_lets_the_program_use(tmp_path: Path) -> None:
     plan = _plan(tmp_path, "algo-1", FACTS._replace(bindable_cpus=6))
     assert plan.argv[plan.argv.index("--bind-to") + 1] == "none"  # no instance type: maybe not a host of its own

@@ -76,6 +76,8 @@ class Coordination(NamedTuple):
     sshd_port: int  # where that sshd listens (0: none)
     ssh_dir: str  # the job's ssh keys (smtrain.wire.ssh_trust): the master makes the job's key pair there and
     #               gives its public half to each worker, which trusts it alone; empty: no host logs into another
+    ssh_held: tuple[str, ...]  # the workers the master holds an ssh connection to for the job, which mpirun's
+    #                            sessions share (where restarts in place are asked for: run.ssh_hold)
     contract: Optional[RankContract]  # this host's program's rank contract, its token set when the job starts;
     #                                   None where the program's environment carries it already (mpirun)
     program_rank: int  # the program's number on the control channel (with `contract`)
@@ -101,6 +103,7 @@ class Coordination(NamedTuple):
             "heartbeat_timeout_s": self.heartbeat_timeout_s,
             "sshd": list(self.sshd_argv),
             "ssh_dir": self.ssh_dir,
+            "ssh_held": list(self.ssh_held),
             "program_rank": self.program_rank if self.contract is not None else None,
             "companions": [c.to_json() for c in self.companions],
             "ranks": [f"{rank}@{host}" for host, rank in self.ranks],

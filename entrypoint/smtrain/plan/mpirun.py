@@ -146,10 +146,12 @@ def mpirun_command(
     custom_options: Sequence[str],
     rank_argv: Sequence[str],
     cpus_per_rank: int = 0,
+    ssh_control_path: str = "",
 ) -> MpirunCommand:
     """mpirun ... <rank_argv>. Every exportable variable of `env` travels to the ranks by name
     (`-x NAME`), so no value, a credential say, appears on a command line. `cpus_per_rank` > 0 binds
-    each rank to that many CPUs of its own (see cpus_per_rank)."""
+    each rank to that many CPUs of its own (see cpus_per_rank). `ssh_control_path`: where mpirun's ssh
+    finds a connection held to each worker (ssh's ControlPath; it connects on its own where none is)."""
     hosts = ["localhost" if h == current_host else h for h in job.hosts]
     nccl_debug, custom = split_nccl_debug(custom_options)
     efa = network.efa_present
@@ -163,6 +165,8 @@ def mpirun_command(
         ["--mca", "orte_abort_on_non_zero_status", "1"],
         ["--mca", "odls_base_sigkill_timeout", "0"],
     ]
+    if ssh_control_path and len(set(hosts)) > 1:
+        defaults.append(["--mca", "plm_rsh_args", f"-oControlPath={ssh_control_path}"])
     run_env = dict(env)
     if nccl_debug is not None:
         run_env["NCCL_DEBUG"] = nccl_debug

@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import binascii
 import socket
+import struct
 import tempfile
 import threading
 import time
@@ -16,7 +17,7 @@ from ..wire.liveness import PeerSilence
 from ..wire.progress_file import Counts, InitPhase
 from ..wire.rank_failure import RankFailure, root_cause, settled
 
-__all__ = ["ControlServer"]
+__all__ = ["ControlServer", "accept_queue"]
 
 SPOOL_BYTES = 1 << 20  # a worker's profiler archive is held in memory up to this size, then in a file
 
@@ -53,6 +54,7 @@ class ControlServer:
         self._archives: dict[str, IO[bytes]] = {}  # host -> its archive so far (only its reader thread touches it)
         self._shipped: dict[str, Optional[str]] = {}  # host -> what taking its complete archive said
         self._overflowed: set[str] = set()  # workers whose archive passed the cap: not taken
+        self._unread = 0  # connections accepted whose first message is not taken yet (a rank report, maybe)
         self._ended = False
         self._closed = False
         threading.Thread(target=self._accept, name="control-accept", daemon=True).start()
@@ -97,21 +99,32 @@ class ControlServer:
             return host in self._workers or any(h == host for _, h in self._lost)
 
     def first_report(self, quiet_s: float = 0.3, max_wait_s: float = 2.0, ranks: int = 0,
-                     settled_s: float = 0.05) -> Optional[RankFailure]:
+                     settled_s: float = 0.05, senders_gone: bool = False) -> Optional[RankFailure]:
         """The root cause among the failed ranks' reports (`root_cause`). Waits until no report came
         for `quiet_s` (at most `max_wait_s`): mpirun may end while reports are in flight; once the root
         cause is `settled`, `settled_s` of quiet is enough. Once each of the job's `ranks` (if given)
-        has sent its final report, none can come."""
+        has sent its final report, none can come; nor once every rank's launcher has ended
+        (`senders_gone`: mpirun has) and no connection waits to be accepted or read - a launcher sends
+        its report before it exits, on a connection of its own."""
         deadline = time.monotonic() + max_wait_s
         with self._lock:
-            while time.monotonic() < deadline and not self._all_final(ranks):
+            while not self._all_final(ranks):
                 count = len(self._reports)
                 quiet = settled_s if settled(root_cause(self._reports)) else quiet_s
-                self._lock.wait(min(quiet, max(0.0, deadline - time.monotonic())))
-                if len(self._reports) == count:
+                spell_end = min(time.monotonic() + quiet, deadline)
+                while len(self._reports) == count and not (senders_gone and not self._in_flight()):
+                    left = spell_end - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._lock.wait(left)
+                if len(self._reports) == count or time.monotonic() >= deadline:
                     break
             reports = list(self._reports)
         return root_cause(reports)
+
+    def _in_flight(self) -> int:
+        """Connections not yet taken (caller holds the lock): accepted and unread, or queued to be accepted."""
+        return self._unread + accept_queue(self._listener)
 
     def _all_final(self, ranks: int) -> bool:
         return ranks > 0 and len({(r.host, r.rank) for r in self._reports if r.final}) >= ranks
@@ -207,16 +220,29 @@ class ControlServer:
                 sock, _ = self._listener.accept()
             except OSError:
                 return
+            with self._lock:
+                self._unread += 1
             threading.Thread(target=self._serve, args=(sock,), name="control-peer", daemon=True).start()
 
     def _serve(self, sock: socket.socket) -> None:
+        try:
+            taken = self._take_first(sock)
+        finally:
+            with self._lock:
+                self._unread -= 1
+                self._lock.notify_all()
+        if taken is not None:
+            self._serve_peer(sock, *taken)
+
+    def _take_first(self, sock: socket.socket) -> Optional[tuple[LineReader, Optional[Message]]]:
+        """A connection's first message; a rank's report is taken here (and the connection closed): None."""
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         reader = LineReader(sock)
         try:
             first = reader.read(timeout=30)
         except (TimeoutError, ValueError):
             sock.close()
-            return
+            return None
         if first and first.type is MessageType.RANK_EXIT and first.fields.get("token") == self.token:
             try:
                 report = RankFailure.from_fields(first.fields)
@@ -228,7 +254,11 @@ class ControlServer:
                     self._lock.notify_all()
                 self._on_news()
             sock.close()
-            return
+            return None
+        return reader, first
+
+    def _serve_peer(self, sock: socket.socket, reader: LineReader, first: Optional[Message]) -> None:
+        """A rank launcher's lasting connection, or a worker's."""
         if first and first.type is MessageType.PROGRESS and first.fields.get("token") == self.token:
             self._follow_rank(sock, reader, first)
             return
@@ -379,3 +409,9 @@ def _waits(fields: Mapping[str, Any]) -> dict[int, float]:
         return {int(rank): float(seconds) for rank, seconds in fields.get("waits", [])}
     except (TypeError, ValueError):
         return {}
+
+
+def accept_queue(listener: socket.socket) -> int:
+    """How many connections wait in `listener`'s accept queue (Linux gives it as a listener's
+    `tcpi_unacked`, the fifth u32 of struct tcp_info, after 8 bytes of u8 fields)."""
+    return struct.unpack_from("I", listener.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 32), 24)[0]

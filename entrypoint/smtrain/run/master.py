@@ -28,6 +28,7 @@ from .job import HostJob
 from .outcome import JobOutcome, JobView, decide, failure_text
 from .attempts import run_attempts
 from .restart_rule import Attempt, AttemptProgress
+from .ssh_hold import HOLD_WAIT_S, SshHolds
 from .ssh_keys import make_job_key
 from .stall import Stall, StallWatch
 from .watchdog import Watchdog
@@ -150,8 +151,10 @@ class Master:
         try:
             self.server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
             await_workers(self.server, coordination)
+            self.holds = SshHolds(job.helpers, coordination.ssh_held)
             job.start_companions(job.token)
             outcome = run_attempts(self._attempt, self._restart, plan.restarts.max_restarts, job.waker)
+            self.holds.release()
             self.server.announce_end(outcome.status, outcome.reason)
             job.helpers.stop()  # this host's monitor writes its last samples while the workers pack theirs
             if plan.profiler_dir is not None and coordination.workers:
@@ -171,6 +174,7 @@ class Master:
             for host, rank in coordination.ranks:
                 watch.expect(host, rank)
             self.dogs.append(Watchdog(watch, self._stalled).start())
+        self.holds.wait_ready(time.monotonic() + HOLD_WAIT_S, job.waker)
         log(coordination.start_line)
         try:
             result = supervise(plan.argv, job.program_env(job.token), plan.cwd, plan.grace_period_s, job.waker,
@@ -306,11 +310,17 @@ class Master:
         self.server.tell_ranks(MessageType.STALL)
         threading.Timer(STACK_DUMP_WAIT_S, self.job.waker.post).start()
 
+    def _senders_gone(self, result: ProcessResult) -> bool:
+        """Whether every rank's launcher has ended with this host's program: mpirun's own end (not one by a
+        signal, which may leave the workers' launchers running for a moment)."""
+        return self.coordination.starter is RankStarter.MPIRUN and result.term_signal is None and result.started
+
     def _view(self, result: ProcessResult) -> JobView:
         stall = self.dogs[0].stall if self.dogs else None
         # mpirun (or the program) may end while reports are in flight: wait for them when anything failed
+        # once mpirun has ended of itself, so has every rank's launcher: no report is coming but those in flight
         report = self.server.first_report(max_wait_s=2.0 if result.exit_code or self.server.has_reports() else 0.0,
-                                          ranks=len(self.coordination.ranks))
+                                          ranks=len(self.coordination.ranks), senders_gone=self._senders_gone(result))
         return JobView(
             program=result, program_name=self.coordination.program_name, script=str(self.job.plan.program.program_path),
             stall=stall.describe() if stall is not None else None, report=report,

@@ -9,15 +9,24 @@ import base64
 import binascii
 import re
 
-__all__ = ["AUTHORIZED_KEYS", "HOST_KEY", "JOB_KEY", "KEY_TYPE", "SSH_DIR", "parse_public_key"]
+__all__ = ["AUTHORIZED_KEYS", "CONTROL_PATH", "HOST_KEY", "JOB_KEY", "KEY_TYPE", "SSH_DIR", "held_socket",
+           "parse_public_key"]
 
 SSH_DIR = "/run/smtrain/ssh"  # 0700, root's; /run is the container's own
 JOB_KEY = "job_ed25519"  # the master's private key for this job (and .pub beside it)
 HOST_KEY = "host_ed25519_key"  # a worker's sshd host key, made when its container starts
 AUTHORIZED_KEYS = "authorized_keys"  # a worker's: the one key its sshd accepts, this job's
 KEY_TYPE = "ssh-ed25519"
+# Where restarts in place are asked for: the master's ssh connection held to a worker for the job, which
+# mpirun's ssh sessions share (OpenSSH's ControlPath; %n: the host as mpirun names it)
+CONTROL_PATH = f"{SSH_DIR}/mux-%n"
 
 _LINE = re.compile(r"ssh-ed25519 ([A-Za-z0-9+/]+={0,2})(?: [\x21-\x7e ]{0,100})?")
+
+
+def held_socket(host: str) -> str:
+    """The control socket of the connection held to `host` (CONTROL_PATH as ssh expands it)."""
+    return CONTROL_PATH.replace("%n", host)
 
 
 def parse_public_key(text: object) -> str:

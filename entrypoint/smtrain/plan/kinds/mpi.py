@@ -12,7 +12,7 @@ from typing import Optional
 from ...config.defaults import SSHD
 from ...config.model import MpiSettings, TrainingConfig
 from ...wire.contract import RANK_CONTRACT_ENV, RankContract, without_internals
-from ...wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY, SSH_DIR
+from ...wire.ssh_trust import AUTHORIZED_KEYS, CONTROL_PATH, HOST_KEY, SSH_DIR
 from ..coordination import JobEnd, RankStarter
 from ..kind import HostPart, Kind, KindInputs
 from ..mpirun import cpus_per_rank, layout, mpirun_command
@@ -72,6 +72,8 @@ def plan_mpi(given: KindInputs) -> HostPart:
     env_set = given.base_env(pipes)
     argv: tuple[str, ...] = ()
     ssh_dir = SSH_DIR if shape.workers else ""  # mpirun's ssh logs into the workers with the job's key (docker/ssh_config)
+    # where restarts in place are asked for, every attempt's mpirun shares the master's connections to the workers
+    held = shape.workers if config.max_restarts > 0 and shape.role is not Role.WORKER else ()
     if shape.role is not Role.WORKER:  # on a worker, the master's mpirun starts this host's ranks through sshd
         control_host = shape.master if shape.workers else "127.0.0.1"
         contract = RankContract(control_host, config.control_port, given.token, config.grace_period_s, pipes,
@@ -83,6 +85,7 @@ def plan_mpi(given: KindInputs) -> HostPart:
             (python, "-m", "smtrain.rank", "--", *given.launch.argv),
             cpus_per_rank=cpus_per_rank(per_host, given.facts.bindable_cpus, given.facts.num_gpus,
                                         config.resources.current_instance_type),
+            ssh_control_path=CONTROL_PATH if held else "",
         )
         argv = command.argv
         env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
@@ -93,6 +96,7 @@ def plan_mpi(given: KindInputs) -> HostPart:
                    "-o", f"AuthorizedKeysFile={os.path.join(ssh_dir, AUTHORIZED_KEYS)}") if serves_sshd else (),
         sshd_port=sshd.port if serves_sshd else 0,
         ssh_dir=ssh_dir,
+        ssh_held=held,
         ranks=tuple((placed.hosts[rank // per_host], rank) for rank in range(placed.num_processes)),
         program_name=f"mpirun ({given.launch.program_path})",
         start_line=f"host {here}: starting {placed.num_processes} ranks on {', '.join(placed.hosts)}: {shlex.join(argv)}",
