@@ -66,6 +66,7 @@ def main() -> None:
         print(f"  {key.replace('_', ' '):<22}{value:>8.2f}")
     print_figures({"restart_started_s": got["restart_started"], "restart_running_s": got["restart_running"],
                    "fresh_start_s": got["fresh_start"],
+                   "restart_started_vs_fresh_started": got["restart_started"] / got["fresh_started"],
                    "restart_running_vs_fresh_start": got["restart_running"] / got["fresh_start"]})
 
 
