@@ -9,6 +9,7 @@ attempts are over); its control socket appears once it has logged in."""
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from typing import Sequence
 
@@ -29,9 +30,14 @@ class SshHolds:
     def __init__(self, helpers: HelperGroup, workers: Sequence[str]) -> None:
         self.helpers = helpers
         self.began = time.monotonic()
-        self.pending = {host: helpers.start(_NAME + host, ["ssh", "-M", "-N", "-T", "-oControlPersist=no",
-                                                            f"-oControlPath={CONTROL_PATH}", host]).process
-                        for host in workers}
+        self.pending: dict[str, subprocess.Popen] = {}
+        for host in workers:
+            try:
+                self.pending[host] = helpers.start(_NAME + host, ["ssh", "-M", "-N", "-T", "-oControlPersist=no",
+                                                                 f"-oControlPath={CONTROL_PATH}", host]).process
+            except OSError as e:  # no ssh client here: mpirun will say what it lacks
+                log(f"cannot hold ssh connections to the workers ({e}): mpirun logs into them on its own")
+                return
 
     def wait_ready(self, deadline: float, waker: SignalWaker) -> None:
         """Until every connection is up or has failed (by `deadline`, or until a stop `train` was asked for,
