@@ -318,7 +318,7 @@ class Master:
     def _view(self, result: ProcessResult) -> JobView:
         stall = self.dogs[0].stall if self.dogs else None
         # mpirun (or the program) may end while reports are in flight: wait for them when anything failed
-        # once mpirun has ended of itself, so has every rank's launcher: no report is coming but those in flight
+        # (once mpirun has ended of itself, for those already sent only: _senders_gone)
         report = self.server.first_report(max_wait_s=2.0 if result.exit_code or self.server.has_reports() else 0.0,
                                           ranks=len(self.coordination.ranks), senders_gone=self._senders_gone(result))
         return JobView(
