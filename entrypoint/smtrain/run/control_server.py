@@ -111,12 +111,8 @@ class ControlServer:
             while not self._all_final(ranks):
                 count = len(self._reports)
                 quiet = settled_s if settled(root_cause(self._reports)) else quiet_s
-                spell_end = min(time.monotonic() + quiet, deadline)
-                while len(self._reports) == count and not (senders_gone and not self._in_flight()):
-                    left = spell_end - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._lock.wait(left)
+                self._lock.wait_for(lambda: len(self._reports) != count or (senders_gone and not self._in_flight()),
+                                    max(0.0, min(quiet, deadline - time.monotonic())))
                 if len(self._reports) == count or time.monotonic() >= deadline:
                     break
             reports = list(self._reports)
