@@ -212,3 +212,12 @@ def documented_variables() -> list[str]:
         elif in_settings:
             names += [n for n in re.findall(r"`([A-Z][A-Z0-9_]*)`", first) if n.startswith(("SM_", "SMTRAIN_"))]
     return sorted(set(names))
+
+
+def assert_outside_host_gets_the_system_settings(outside: dict) -> None:
+    """What tests/programs/ssh_probe.py found reaching its sshd outside the job from the master: the host's
+    unknown key refused, then (its key known) no key the sshd accepts offered - though the job's key,
+    given explicitly, logs in there."""
+    assert outside["unknown host"] == [255, ["Host key verification failed."]], outside
+    assert outside["known host"][0] == 255 and "Permission denied (publickey)" in outside["known host"][1][0], outside
+    assert outside["job key given"][0] == 0, outside

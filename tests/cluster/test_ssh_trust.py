@@ -1,7 +1,8 @@
 """The job's ssh keys on simulated hosts (real train, sshd, ssh and mpirun): each job's master makes a key
 pair and the workers' sshd trusts that key alone - not root's own key (the same in every container of
-the cluster, as a key baked into an image would be), not the key of the job before; each container's
-host key is made when it starts. A worker given a malformed key, or none, fails with StartupFailed."""
+the cluster, as a key baked into an image would be), not the key of the job before, each put where an
+sshd would find it if it looked; each container's host key is made when it starts. ssh's settings for
+the job reach the job's hosts alone. A worker given a malformed key, or none, fails with StartupFailed."""
 from __future__ import annotations
 
 import json
@@ -11,12 +12,16 @@ import pytest
 
 from tests.cluster.conftest import PROGRAMS, wait_for_files
 from tests.cluster.test_multihost import TRAIN
+from tests.support import assert_outside_host_gets_the_system_settings
 
 MPI = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 1}
 
 
 def test_each_job_trusts_its_own_key_only(make_cluster) -> None:
     cluster = make_cluster(2)
+    worker = cluster.hosts[1]
+    client = cluster.folder / "ssh" / "client"  # every host's ~/.ssh: root's own key, trusted where sshd looks by default
+    (client / "authorized_keys").write_text((client / "id_ed25519.pub").read_text())
     found = {}
     for job in ("first", "second"):
         cluster.write_job({**MPI, "job": job}, program=PROGRAMS / "ssh_probe.py")
@@ -26,6 +31,9 @@ def test_each_job_trusts_its_own_key_only(make_cluster) -> None:
         files = wait_for_files(cluster, f"ssh-{job}-rank*.json", 2, 5)
         found[job] = {p.name.rsplit("-", 1)[1][:-5]: json.loads(p.read_text()) for p in files}
         assert cluster.leftovers() == {}
+        # the worker's next start finds this job's key trusted in its /run/smtrain, as a reused container would
+        (worker.run_files / "ssh").mkdir(parents=True, mode=0o700, exist_ok=True)
+        (worker.run_files / "ssh" / "authorized_keys").write_text(f"ssh-ed25519 {found[job]['rank0']['job_key']}\n")
     first, second = found["first"], found["second"]
     # the worker trusts exactly the master's key of that job; another job has another key
     for job in (first, second):
@@ -35,13 +43,16 @@ def test_each_job_trusts_its_own_key_only(make_cluster) -> None:
     # only the job's key logs in: not root's own key, nor the key of the job before
     assert first["rank0"]["logins"] == {"job": 0, "root": 255, "previous job": -1}
     assert second["rank0"]["logins"] == {"job": 0, "root": 255, "previous job": 255}
-    # nothing of it in the program's environment
+    # nothing of it in the program's environment; a host outside the job gets ssh's own settings: its host key
+    # checked, and the job's key not offered (it would be accepted there: shown by giving it)
     for job in (first, second):
         assert job["rank0"]["environment"] == {} and job["rank1"]["environment"] == {}
-    master, worker = cluster.hosts[0].stderr(), cluster.hosts[1].stderr()
-    assert "worker algo-2 is ready: it trusts the job's ssh key" in master
-    assert "trusting the job's ssh key (from the master)" in worker
-    assert second["rank0"]["job_key"] not in master + worker  # never logged
+        assert_outside_host_gets_the_system_settings(job["rank0"]["outside"])
+    master_log, worker_log = cluster.hosts[0].stderr(), worker.stderr()
+    assert "worker algo-2 is ready: it trusts the job's ssh key" in master_log
+    assert "trusting the job's ssh key (from the master)" in worker_log
+    assert second["rank0"]["job_key"] not in master_log + worker_log  # never logged
+
 
 
 @pytest.mark.parametrize("mode,why", [

@@ -74,6 +74,9 @@ class Host:
         self.address = SUBNET.format(net=cluster.net, host=index + 1)
         self.folder = cluster.folder / "hosts" / self.name
         self.ml = self.folder / "ml"  # this host's /opt/ml, seen at cluster.ml_mount inside the host
+        # what the host's /run/smtrain (a new tmpfs at each start) holds when train starts: nothing, unless a
+        # test puts files here - as a container started again would keep them
+        self.run_files = self.folder / "run_smtrain"
         self.proc: Optional[subprocess.Popen] = None
 
     @property
@@ -99,7 +102,7 @@ class Host:
             f'&& mkdir -p /root/.ssh /run/smtrain && mount --bind "$5" /root/.ssh '
             '&& { [ ! -f /root/.bashrc ] || mount --bind /dev/null /root/.bashrc; } '
             f'&& mount -t tmpfs -o mode=755 smtrain /run/smtrain && {_cgroup_mounts(Path("/proc/mounts").read_text())} '
-            '&& left="$6" && shift 6 '
+            '&& { [ ! -d "$7" ] || cp -a "$7"/. /run/smtrain/; } && left="$6" && shift 7 '
             '|| exit 99; "$@"; rc=$?; ps -e -o pid=,comm= > "$left"; exit $rc'
         )
         c = self.cluster
@@ -107,7 +110,7 @@ class Host:
             "ip", "netns", "exec", self.netns,
             "unshare", "--uts", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private",
             "sh", "-c", script, "sh", self.name, str(c.folder / "etc_hosts"), str(self.ml), str(c.ml_mount),
-            str(c.folder / "ssh" / "client"), str(self.folder / "leftovers"), *argv,
+            str(c.folder / "ssh" / "client"), str(self.folder / "leftovers"), str(self.run_files), *argv,
         ]  # fmt: skip
         self.proc = subprocess.Popen(
             argv, env=dict(env), stdout=open(self.folder / "stdout", "wb"),
@@ -225,7 +228,8 @@ class Cluster:
         ssh = self.folder / "ssh"
         client = ssh / "client"
         client.mkdir(parents=True, mode=0o700)
-        # root's own key on every host: a key that is not the job's, which no host's sshd may accept
+        # root's own key on every host: a key that is not the job's, which no host's sshd may accept (a test
+        # may put its public half in root's authorized_keys here, where an sshd would look by default)
         _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(client / "id_ed25519"))
         (client / "config").write_text(ssh_client_config())
         (ssh / "sshd_config").write_text(sshd_config())

@@ -1,15 +1,20 @@
 """buildspec.yml's own commands, run as CodeBuild runs them: its phases in order in one shell, in a
 fresh Python environment standing in for CodeBuild's (only what the install phase installs), with
-the buildspec's variables. What cannot run here is replaced, and only that: the ECR login (by
-nothing), each build (by tagging the image under test with the build's tags), each push (by a line
+the buildspec's variables; a failed command ends its phase, and post_build runs after a failed build
+with CODEBUILD_BUILD_SUCCEEDING=0. What cannot run here is replaced, and only that: the ECR login (by
+nothing), each build (by tagging an image made here with the build's tags), each push (by a line
 saying it). The image tests run as written, narrowed to two quick tests: the whole tier runs against
-the same image in this session anyway."""
+the same image in this session anyway. Run twice: with the image under test for both flavours
+(everything pushed), and with a GPU flavour whose image test fails (nothing pushed, not even the CPU
+flavour that passed)."""
 from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -18,15 +23,17 @@ from tests.harness.docker_cluster import REPO, docker
 
 pytestmark = pytest.mark.timeout(600, func_only=True)
 NARROWED = "-k 'final_stage_has_no_build_tools or passes_the_status_through'"
+REGISTRY = "registry.example/smtrain-test"
 
 
 def _as_run_here(command: str) -> str:
     if "docker login" in command:
         return "true  # the ECR login: no registry here"
     if command.startswith("scripts/build-image.sh "):
+        flavour = command.split()[1]
         tags = re.findall(r'-t ("[^"]+")', command)
-        assert tags, command
-        return " && ".join(f'docker tag "$IMAGE_UNDER_TEST" {tag}' for tag in tags)
+        assert tags and flavour in ("cpu", "gpu"), command
+        return " && ".join(f'docker tag "$IMAGE_UNDER_TEST_{flavour.upper()}" {tag}' for tag in tags)
     if command.startswith("docker push "):
         return f"echo would push {command[len('docker push '):]}"
     if " -m pytest " in command:
@@ -35,38 +42,84 @@ def _as_run_here(command: str) -> str:
 
 
 def buildspec_script(spec: dict) -> str:
-    """The buildspec's phases as one bash script: install, pre_build and build stop at a failed command;
-    post_build runs after them, as CodeBuild does."""
-    lines = ["set -e"]
-    for phase in ("install", "pre_build", "build", "post_build"):
-        lines.append(f"echo 'codebuild: phase {phase}'")
-        lines += [_as_run_here(c) for c in spec["phases"][phase]["commands"]]
+    """The buildspec's phases as one bash script, as CodeBuild runs them: in order, in one shell (what a
+    phase sets, the next sees); a failed command ends its phase; a failed install or pre_build ends the
+    build; post_build runs after build whether it failed or not, CODEBUILD_BUILD_SUCCEEDING saying which.
+    The script's status is the build's."""
+    lines = [
+        "export CODEBUILD_BUILD_SUCCEEDING=1",
+        "run_phase() {",
+        '  local name=$1 command; shift',
+        '  echo "codebuild: phase $name"',
+        '  for command in "$@"; do eval "$command" || { echo "codebuild: phase $name failed"; return 1; }; done',
+        "}",
+    ]
+    after_failure = {"install": "exit 1", "pre_build": "exit 1", "build": "CODEBUILD_BUILD_SUCCEEDING=0",
+                     "post_build": "CODEBUILD_BUILD_SUCCEEDING=0"}
+    for phase, then in after_failure.items():
+        commands = " ".join(shlex.quote(_as_run_here(c)) for c in spec["phases"][phase]["commands"])
+        lines.append(f"run_phase {phase} {commands} || {then}")
+    lines.append('[ "$CODEBUILD_BUILD_SUCCEEDING" = 1 ]')
     return "\n".join(lines) + "\n"
 
 
-def test_buildspec_installs_and_tests_in_a_fresh_python_as_codebuild_would(image: str, tmp_path: Path) -> None:
-    spec = yaml.safe_load((REPO / "buildspec.yml").read_text())
-    python = tmp_path / "codebuild-python"
+@pytest.fixture(scope="module")
+def codebuild_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    python = tmp_path_factory.mktemp("codebuild") / "python"
     subprocess.run(["/usr/bin/python3", "-m", "venv", str(python)], check=True, timeout=120)
-    registry = "registry.example/smtrain-test"
+    return python
+
+
+def _tags() -> tuple[str, str]:
+    version = re.search(r'^version = "(.*)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
+    tensorflow = (REPO / "requirements" / "tensorflow-version").read_text().strip()
+    return version, tensorflow
+
+
+def run_buildspec(python: Path, cpu_image: str, gpu_image: str) -> subprocess.CompletedProcess:
+    spec = yaml.safe_load((REPO / "buildspec.yml").read_text())
     env = {k: v for k, v in os.environ.items()
-           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "SMTRAIN_IMAGE")}
+           if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "SMTRAIN_IMAGE", "CODEBUILD_BUILD_SUCCEEDING")}
     env.update({k: str(v) for k, v in spec["env"]["variables"].items()})
-    env.update(PATH=f"{python}/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", ECR_REGISTRY=registry,
+    env.update(PATH=f"{python}/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", ECR_REGISTRY=REGISTRY,
                AWS_DEFAULT_REGION="us-west-2", CODEBUILD_RESOLVED_SOURCE_VERSION="0123456789abcdef0123",
-               CODEBUILD_BUILD_SUCCEEDING="1", IMAGE_UNDER_TEST=image)
+               IMAGE_UNDER_TEST_CPU=cpu_image, IMAGE_UNDER_TEST_GPU=gpu_image)
     try:
-        done = subprocess.run(["bash", "-c", buildspec_script(spec)], cwd=REPO, env=env, capture_output=True, text=True,
+        return subprocess.run(["bash", "-c", buildspec_script(spec)], cwd=REPO, env=env, capture_output=True, text=True,
                               timeout=540)
     finally:
-        tags = docker("images", "--format", "{{.Repository}}:{{.Tag}}", f"{registry}/smtrain", check=False).stdout.split()
-        if tags:  # the image under test keeps its own tag
+        tags = docker("images", "--format", "{{.Repository}}:{{.Tag}}", f"{REGISTRY}/smtrain", check=False).stdout.split()
+        if tags:  # the images made here keep their own tags
             docker("rmi", *tags, check=False)
+
+
+def test_buildspec_installs_tests_and_pushes_both_flavours_as_codebuild_would(image: str, codebuild_python: Path) -> None:
+    done = run_buildspec(codebuild_python, image, image)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]
     assert output.count(" passed") >= 2 and " failed" not in output, output[-4000:]
-    version = re.search(r'^version = "(.*)"', (REPO / "pyproject.toml").read_text(), re.M).group(1)
-    tensorflow = (REPO / "requirements" / "tensorflow-version").read_text().strip()
+    version, tensorflow = _tags()
     for flavour in ("cpu", "gpu"):
         for tag in (f"{version}-tf{tensorflow}-{flavour}", f"{version}-tf{tensorflow}-{flavour}-0123456789ab"):
-            assert f"would push {registry}/smtrain:{tag}" in output, output[-3000:]
+            assert f"would push {REGISTRY}/smtrain:{tag}" in output, output[-3000:]
+
+
+@pytest.fixture
+def image_failing_its_test(image: str, tmp_path: Path) -> Iterator[str]:
+    """The image under test with a build tool left in it, which its final-stage test refuses."""
+    tag = f"smtrain-failing:{os.getpid()}"
+    (tmp_path / "Dockerfile").write_text(f"FROM {image}\nRUN ln -s /bin/true /usr/local/bin/make\n")
+    docker("build", "-q", "-t", tag, str(tmp_path), timeout=300)
+    yield tag
+    docker("rmi", "-f", tag, check=False)
+
+
+def test_a_failing_image_test_fails_the_build_and_nothing_is_pushed(image: str, image_failing_its_test: str,
+                                                                    codebuild_python: Path) -> None:
+    """The CPU flavour's tests pass, the GPU flavour's fail: post_build runs, and pushes neither."""
+    done = run_buildspec(codebuild_python, image, image_failing_its_test)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0, output[-4000:]
+    assert "codebuild: phase build failed" in output and "codebuild: phase post_build" in output, output[-4000:]
+    assert " 1 failed" in output and "test_final_stage_has_no_build_tools_or_caches" in output, output[-4000:]
+    assert "would push" not in output, output[-3000:]

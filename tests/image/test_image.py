@@ -6,6 +6,7 @@ they check its CPU code paths; its own parts: tests/image/test_gpu_image.py."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -16,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from tests.harness.docker_cluster import REPO, ContainerCluster, docker, shell
+from tests.harness.keyscan import scan_image
+from tests.support import assert_outside_host_gets_the_system_settings
 # Each test's own time only: the first one also waits for the session's image build (minutes when the
 # build cache is cold), which is bounded by its own timeout in tests/harness/docker_cluster.py.
 pytestmark = pytest.mark.timeout(300, func_only=True)
@@ -50,16 +53,56 @@ def test_final_stage_has_no_build_tools_or_caches(image: str) -> None:
     assert env.get("PYTHONUNBUFFERED") == "1" and env.get("TF_USE_LEGACY_KERAS") == "1"
 
 
-def test_the_image_holds_no_private_key(image: str) -> None:
-    """No ssh key (host or user) and no PEM private key anywhere in the image's files: each container
-    makes its own host key and each job its own key pair (docs/design.md, "The job's ssh keys")."""
-    # a whole key: its BEGIN line, base64, its END line (PEM and OpenSSH); not code or docs naming the marker
-    key = r"(?s)-----BEGIN (?:[A-Z0-9]+ )?PRIVATE KEY-----\s*[A-Za-z0-9+/=\s]{40,}-----END"
-    found = shell(image, "ls /etc/ssh/ssh_host_* /root/.ssh 2>/dev/null; ssh-keygen -q -t ed25519 -N '' -f /tmp/planted; "
-                         "grep -rlI -e 'PRIVATE KEY-----' --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev / 2>/dev/null "
-                         f"| while read -r f; do grep -lzP -- '{key}' \"$f\"; done; true", timeout=600).split()
-    assert "/tmp/planted" in found  # the search finds a key where there is one
-    assert [f for f in found if f != "/tmp/planted"] == [], f"private keys in the image: {found}"
+# On top of the image under test: a key made in one step and removed in the next, after going into a wheel
+# and a tarball there; the last step removes everything, so the final filesystem holds no key at all.
+PLANTED_KEYS = """FROM {image}
+RUN mkdir /planted && ssh-keygen -q -t ed25519 -N '' -f /planted/key
+RUN python3 -c "import zipfile; zipfile.ZipFile('/planted/keys.whl', 'w', zipfile.ZIP_DEFLATED).write('/planted/key', 'pkg/key')" \
+ && tar czf /planted/keys.tar.gz -C / planted/key && rm /planted/key
+RUN rm -rf /planted
+"""
+
+
+# Keys compiled into Debian's libraries as their self-tests' known answers: public test vectors, no secret
+# of anybody's (every such file is named here, so that a new one fails the test until looked at).
+TEST_VECTORS = re.compile(r"usr/lib/x86_64-linux-gnu/libgnutls\.so\.30[.\d]*")
+
+
+def test_no_layer_of_the_image_holds_a_private_key(image: str, tmp_path: Path) -> None:
+    """Every layer as `docker save` gives it, archives and wheels opened (tests/harness/keyscan.py): each
+    container makes its own host key and each job its own key pair (docs/design.md, "The job's ssh keys").
+    Scanned with keys planted in layers on top of the image: those are found, in their layers, and
+    nothing in the image's own but its libraries' self-test vectors."""
+    own = int(docker("inspect", "--format", "{{len .RootFS.Layers}}", image).stdout)
+    planted = f"smtrain-keyscan:{os.getpid()}"
+    (tmp_path / "Dockerfile").write_text(PLANTED_KEYS.format(image=image))
+    docker("build", "-q", "-t", planted, str(tmp_path), timeout=300)
+    try:
+        found = scan_image(planted)
+    finally:
+        docker("rmi", "-f", planted, check=False)
+    vectors = sorted(path for paths in found.values() for path in paths if TEST_VECTORS.fullmatch(path))
+    assert vectors, "the scan no longer sees GnuTLS's self-test keys: does it read binary files?"
+    found = {layer: sorted(p for p in paths if not TEST_VECTORS.fullmatch(p)) for layer, paths in found.items()}
+    found = {layer: paths for layer, paths in found.items() if paths}
+    assert found == {own: ["planted/key"], own + 1: ["planted/keys.tar.gz!planted/key", "planted/keys.whl!pkg/key"]}, \
+        f"private keys in the image's layers 0-{own - 1} (or the planted ones missed): {found}"
+
+
+def test_the_jobs_ssh_uses_its_key_for_its_hosts_and_the_systems_settings_for_any_other(image: str,
+                                                                                       tmp_path: Path) -> None:
+    """Two containers, an MPI job of tests/programs/ssh_probe.py: mpirun reaches the worker with the job's
+    key; from the master's container, ssh to a host outside the job checks its host key and offers no key
+    of the job (docker/ssh_config includes the job's settings for its hosts alone)."""
+    with ContainerCluster("smtrain-it", 2, tmp_path, image) as cluster:
+        cluster.write_job({"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 1, "job": "image",
+                           "keep": ""}, REPO / "tests" / "programs" / "ssh_probe.py", {})
+        cluster.start({"SM_PEER_WAIT_SECONDS": "120"})
+        statuses = cluster.wait(180)
+        assert statuses == {"algo-1": 0, "algo-2": 0}, (statuses, cluster.logs("algo-1")[-3000:])
+        found = json.loads((cluster.ml("algo-1") / "output" / "data" / "ssh-image-rank0.json").read_text())
+    assert found["logins"] == {"job": 0, "root": -1, "previous job": -1}, found
+    assert_outside_host_gets_the_system_settings(found["outside"])
 
 
 def test_tf_container_scripts_find_their_apis_in_the_image(image: str) -> None:

@@ -1,5 +1,6 @@
 """The job's ssh keys: what a worker accepts as the job's public key (checked against ssh-keygen's own
-output and reading, the reference), the files train makes, and which plans use them."""
+output and reading, the reference), the files train makes, which plans use them, and which hosts ssh's
+settings for the job apply to (read back by ssh itself: `ssh -G`)."""
 from __future__ import annotations
 
 import base64
@@ -12,7 +13,8 @@ import pytest
 from smtrain.config.load import load_config
 from smtrain.plan.launch import plan_launch
 from smtrain.run.ssh_keys import make_host_key, make_job_key, trust_key
-from smtrain.wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY, JOB_KEY, SSH_DIR, parse_public_key
+from smtrain.wire.ssh_trust import (AUTHORIZED_KEYS, CLIENT_CONFIG, HOST_KEY, JOB_KEY, SSH_DIR, client_config,
+                                    parse_public_key)
 from tests.support import make_tree
 from tests.unit.test_plan import FACTS, MPI
 
@@ -60,19 +62,23 @@ def test_an_ecdsa_key_from_ssh_keygen_is_refused(tmp_path: Path) -> None:
 
 def test_the_files_are_root_only_new_for_each_job_and_the_worker_trusts_one_key(tmp_path: Path) -> None:
     folder = tmp_path / "run" / "ssh"
-    first = make_job_key(str(folder))
+    first = make_job_key(str(folder), ("algo-2",))
     assert parse_public_key(first) == first and "smtrain" not in first
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700 and stat.S_IMODE((folder / JOB_KEY).stat().st_mode) == 0o600
     assert (folder / JOB_KEY).read_text().startswith("-----BEGIN OPENSSH PRIVATE KEY-----")
-    assert make_job_key(str(folder)) != first  # the next job's key is another
+    assert make_job_key(str(folder), ("algo-2",)) != first  # the next job's key is another
     (folder / AUTHORIZED_KEYS).write_text("ssh-ed25519 AAAA an earlier job's\n")
     make_host_key(str(folder))
     assert (folder / HOST_KEY).is_file() and not (folder / AUTHORIZED_KEYS).exists()
     trust_key(str(folder), first)
     assert (folder / AUTHORIZED_KEYS).read_text() == first + "\n"
     assert stat.S_IMODE((folder / AUTHORIZED_KEYS).stat().st_mode) == 0o600
-    assert sorted(p.name for p in folder.iterdir()) == sorted([AUTHORIZED_KEYS, HOST_KEY, HOST_KEY + ".pub", JOB_KEY,
-                                                               JOB_KEY + ".pub"])
+    (folder / AUTHORIZED_KEYS).write_text("ssh-ed25519 AAAA a key put there after the host key\n")
+    trust_key(str(folder), first)  # replaces, never appends
+    assert (folder / AUTHORIZED_KEYS).read_text() == first + "\n"
+    assert stat.S_IMODE((folder / CLIENT_CONFIG).stat().st_mode) == 0o600
+    assert sorted(p.name for p in folder.iterdir()) == sorted([AUTHORIZED_KEYS, CLIENT_CONFIG, HOST_KEY, HOST_KEY + ".pub",
+                                                               JOB_KEY, JOB_KEY + ".pub"])
 
 
 def test_a_one_host_mpi_job_makes_no_key(tmp_path: Path) -> None:
@@ -81,16 +87,67 @@ def test_a_one_host_mpi_job_makes_no_key(tmp_path: Path) -> None:
     assert plan.coordination is not None and plan.coordination.ssh_dir == ""
 
 
-def test_the_images_ssh_client_offers_the_job_key_alone_and_its_sshd_names_no_key() -> None:
+def test_the_images_sshd_names_no_key_and_its_ssh_client_only_includes_the_jobs_settings() -> None:
     """docker/ssh_config and docker/sshd_config against smtrain.wire.ssh_trust (as the harness's hosts get them too)."""
     from tests.harness.cluster import ssh_client_config, sshd_config
 
     docker = Path(__file__).resolve().parent.parent.parent / "docker"
     for client in ((docker / "ssh_config").read_text(), ssh_client_config()):
         settings = [line.split() for line in client.splitlines() if line.strip() and not line.lstrip().startswith("#")]
-        assert ["IdentityFile", f"{SSH_DIR}/{JOB_KEY}"] in settings and ["IdentitiesOnly", "yes"] in settings
-        assert [s for s in settings if s[0] == "IdentityFile"] == [["IdentityFile", f"{SSH_DIR}/{JOB_KEY}"]]
+        assert settings == [["Include", f"{SSH_DIR}/{CLIENT_CONFIG}"]]  # nothing under `Host *`
     for server in ((docker / "sshd_config").read_text(), sshd_config()):
         names = {line.split()[0] for line in server.splitlines() if line.strip() and not line.startswith("#")}
         assert not names & {"HostKey", "AuthorizedKeysFile", "AuthorizedKeysCommand"}  # train gives both per job
         assert {"PasswordAuthentication", "KbdInteractiveAuthentication", "PermitRootLogin"} <= names
+
+
+def _ssh_settings(config: Path, host: str) -> dict[str, list[str]]:
+    """What ssh itself would use for `host` with `config` as its configuration (`ssh -G`)."""
+    shown = subprocess.run(["ssh", "-F", str(config), "-G", host], capture_output=True, text=True, timeout=30, check=True)
+    settings: dict[str, list[str]] = {}
+    for line in shown.stdout.splitlines():
+        name, _, value = line.partition(" ")
+        settings.setdefault(name, []).append(value)
+    return settings
+
+
+def test_the_jobs_ssh_settings_reach_its_hosts_and_no_other(tmp_path: Path) -> None:
+    """docker/ssh_config with its include moved under tmp_path, read by ssh: before the master writes the
+    job's settings, and for any host that is not the job's after, ssh keeps its defaults."""
+    folder = tmp_path / "ssh"
+    config = tmp_path / "ssh_config"
+    docker = (Path(__file__).resolve().parent.parent.parent / "docker" / "ssh_config").read_text()
+    config.write_text(docker.replace(SSH_DIR, str(folder)))
+    defaults = _ssh_settings(config, "algo-2")  # nothing written yet: a missing include is no error
+    assert defaults["stricthostkeychecking"] == ["ask"] and f"{SSH_DIR}/{JOB_KEY}" not in defaults["identityfile"]
+    make_job_key(str(folder), ("algo-2", "algo-3"))
+    for host in ("algo-2", "algo-3"):
+        job = _ssh_settings(config, host)
+        assert job["identityfile"] == [f"{SSH_DIR}/{JOB_KEY}"] and job["identitiesonly"] == ["yes"]
+        assert job["stricthostkeychecking"] == ["false"] and job["userknownhostsfile"] == ["/dev/null"]
+        assert job["kexalgorithms"] == ["curve25519-sha256,curve25519-sha256@libssh.org"]
+    (tmp_path / "empty").write_text("")
+    for host in ("algo-1", "algo-22", "github.com", "10.0.0.2"):  # the master itself, another job's, outside
+        assert _ssh_settings(config, host) == _ssh_settings(tmp_path / "empty", host), host
+
+
+@pytest.mark.parametrize("hosts,why", [
+    ((), "no host was given"),
+    (("algo-1", "*"), "host '\\*' is not a plain host name"),
+    (("!algo-1",), "host '!algo-1' is not a plain host name"),
+    (("algo-1 algo-2",), "is not a plain host name"),
+    (("algo-1,algo-2",), "is not a plain host name"),
+    (("algo-1\nHost *",), "is not a plain host name"),
+    (("",), "is not a plain host name"),
+], ids=["none", "star", "negation", "space", "comma", "newline", "empty"])
+def test_a_host_name_ssh_would_read_as_a_pattern_is_refused(hosts: tuple, why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        client_config(hosts)
+
+
+def test_a_master_that_cannot_write_the_jobs_settings_fails_with_startup_failed(tmp_path: Path) -> None:
+    from smtrain.errors import StartupFailed
+
+    with pytest.raises(StartupFailed, match="cannot write ssh's settings for the job's hosts: host 'a b'"):
+        make_job_key(str(tmp_path / "ssh"), ("a b",))
+    assert not (tmp_path / "ssh" / JOB_KEY).exists()

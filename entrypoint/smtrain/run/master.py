@@ -141,7 +141,7 @@ class Master:
         job.start_helpers()
         self.server = open_control(coordination, job.token, job.waker, self.dogs,
                                    lambda host, rank, counts: self.progress.observe(host, rank, counts),
-                                   make_job_key(coordination.ssh_dir) if coordination.ssh_dir else "")
+                                   make_job_key(coordination.ssh_dir, coordination.workers) if coordination.ssh_dir else "")
         if plan.profiler_dir is not None and coordination.workers:
             from ..profiler.shipping import SHIP_CAP_BYTES
 
