@@ -18,6 +18,12 @@ tf_keras models (`'BroadcastGlobalVariablesCallback' object has no attribute
 A Keras 3 optimizer handed to either `DistributedOptimizer` (a script that imports `keras` itself, or
 runs without TF_USE_LEGACY_KERAS=1) gets an error that names the fix, not a crash deep in Keras.
 
+Fourth, the wrapper averages gradients only where it computes them (`fit`, `minimize`,
+`get_gradients`): a custom loop that computes them with its own tape and calls the wrapper's
+`apply_gradients` updated each rank with its own gradients, silently (2 ranks with different data
+ended with different weights). The patch averages such gradients in `apply_gradients` (those that
+came through the wrapper's own computation are not averaged twice).
+
 Idempotent and quick: scripts/setup.sh and the image run it after the stack is built (a step of its
 own, so that a change here does not rebuild Horovod); it fails loudly if Horovod's source is not
 what it expects, and checks that the patched modules import and bind tf_keras.
@@ -79,6 +85,30 @@ OPTIMIZER_WRAPPER_CHECKED = """                                 scale_local_grad
             "TensorFlow is imported and build the model and optimizer with tf.keras, not `import keras`")
     class _DistributedOptimizer(*optimizer.__class__.__bases__):
 """
+DISTRIBUTED_OPTIMIZER_FACTORY = """def create_distributed_optimizer(keras, optimizer, name, device_dense, device_sparse,
+"""
+DISTRIBUTED_OPTIMIZER_FACTORY_WITH_HELPER = """def _smtrain_allreduced(optimizer, args, kwargs):
+    \"\"\"smtrain: `apply_gradients`'s (args, kwargs) with the gradients averaged, as the optimizer's own
+    compute_gradients would have (for a custom loop that computed them with its own tape).\"\"\"
+    args, kwargs = list(args), dict(kwargs)
+    pairs = list(args[0] if args else kwargs.pop("grads_and_vars"))
+    if pairs:
+        grads, weights = zip(*pairs)
+        pairs = list(zip(optimizer._allreduce(grads, weights), weights))
+    return tuple([pairs, *args[1:]]), kwargs
+
+
+def create_distributed_optimizer(keras, optimizer, name, device_dense, device_sparse,
+"""
+APPLY_GRADIENTS = """        def apply_gradients(self, *args, **kwargs):
+            if self._agg_helper:
+"""
+APPLY_GRADIENTS_AVERAGED = """        def apply_gradients(self, *args, **kwargs):
+            if not self._aggregated_gradients:  # smtrain: a custom loop's own gradients are averaged here
+                args, kwargs = _smtrain_allreduced(self, args, kwargs)
+            self._aggregated_gradients = False  # smtrain: the next step brings new gradients
+            if self._agg_helper:
+"""
 
 
 class Edit(NamedTuple):
@@ -95,6 +125,8 @@ EDITS = (
     Edit("keras/callbacks.py", KERAS3_CALLBACK_IMPORTS, TF_KERAS_CALLBACK_IMPORTS),
     Edit("keras/elastic.py", KERAS3_ELASTIC_IMPORT, TF_KERAS_ELASTIC_IMPORT),
     Edit("_keras/__init__.py", OPTIMIZER_WRAPPER, OPTIMIZER_WRAPPER_CHECKED),
+    Edit("_keras/__init__.py", DISTRIBUTED_OPTIMIZER_FACTORY, DISTRIBUTED_OPTIMIZER_FACTORY_WITH_HELPER),
+    Edit("_keras/__init__.py", APPLY_GRADIENTS, APPLY_GRADIENTS_AVERAGED),
 )
 
 CHECK = """

@@ -57,3 +57,22 @@ def test_the_patch_is_in_the_installed_horovod() -> None:
 
     for callbacks in (horovod.keras.callbacks, horovod.tensorflow.keras.callbacks):
         assert "smtrain" in Path(callbacks.__file__).read_text()
+
+
+@pytest.mark.parametrize("mode", ["function", "eager"])
+def test_a_custom_loop_through_the_distributed_optimizer_averages_as_one_process_on_the_union(tmp_path: Path,
+                                                                                               mode: str) -> None:
+    """tf_keras: a custom loop's own tape and `hvd.DistributedOptimizer(...).apply_gradients`, 2 ranks with
+    different data. Horovod 0.28.1 averaged only gradients it computed itself: each rank trained alone."""
+    import numpy as np
+
+    tree = make_tree(tmp_path / "ml", hyperparameters={
+        "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2", "mode": mode})
+    shutil.copy(PROGRAMS / "hvd_keras_custom_loop.py", tree.code_dir / "train.py")
+    done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off", SM_CONTROL_PORT="17311"),
+                     timeout=240)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    found = [json.loads((tree.base / "output" / "data" / f"custom-loop-{r}.json").read_text()) for r in (0, 1)]
+    for ours, theirs, union in zip(found[0]["weights"], found[1]["weights"], found[0]["union"]):
+        np.testing.assert_array_equal(np.array(ours), np.array(theirs))  # every rank the same weights
+        np.testing.assert_allclose(np.array(ours), np.array(union), rtol=0, atol=2e-5)  # averaged, exactly
