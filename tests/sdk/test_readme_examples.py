@@ -1,20 +1,31 @@
 """The README's SageMaker examples (a real job, which cannot run here: no AWS) checked against the
-real SDKs they are written for: each example's objects are built by that SDK (which validates them)
-and its last call is bound to the SDK method's signature (tests/sdk/drivers/check_example.py), in a
-network namespace of its own, with credentials that are not real. The same jobs in local mode run
-in tests/sdk/test_local_mode.py."""
+real SDKs they are written for, in a network namespace of its own, with credentials that are not real:
+each example's objects are built by that SDK (which validates them) and its last call is bound to the
+SDK method's signature (tests/sdk/drivers/check_example.py); and each example runs whole, as the README
+writes it with only its placeholders filled in, until the SDK sends CreateTrainingJob, whose request is
+checked against what the example says it asks for - Pipe mode, MPI with 2 processes on each of 2
+hosts, spot capacity, the checkpoint folder's S3 URI, metrics that the script's lines match
+(tests/sdk/drivers/capture_request.py answers AWS's calls below the SDK). The same jobs in local mode
+run in tests/sdk/test_local_mode.py."""
 from __future__ import annotations
 
+import io
+import json
 import os
 import re
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
 
 from tests.sdk.sdk import DRIVERS, SDKS
 
-README = Path(__file__).resolve().parent.parent.parent / "README.md"
+REPO = Path(__file__).resolve().parent.parent.parent
+README = REPO / "README.md"
+# The README's placeholders, filled in as a user would
+PLACEHOLDERS = {"<REPO_URI>": "123456789012.dkr.ecr.us-east-1.amazonaws.com/smtrain", "<account>": "123456789012",
+                "<a role SageMaker may assume>": "SageMakerTraining"}
 EXAMPLES = {"v3": "### A job with SDK v3's ModelTrainer", "v2": "### A job with SDK v2's TensorFlow estimator"}
 
 
@@ -31,11 +42,71 @@ def test_the_readme_example_fits_the_real_sdk(tmp_path: Path, sdk: str) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("print('the example only names it')\n")
     (tmp_path / "example.py").write_text(code)
-    python = str(SDKS[sdk][0])
-    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "not-a-secret", "AWS_EC2_METADATA_DISABLED": "true",
-           "SAGEMAKER_SUPPRESS_V2_WARNING": "1"}
-    done = subprocess.run(["unshare", "--net", python, str(DRIVERS / "check_example.py"), str(tmp_path / "example.py")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    done = _run_driver(sdk, "check_example.py", tmp_path, "example.py")
     expected = {"v3": "EXAMPLE-OK ModelTrainer.train", "v2": "EXAMPLE-OK TensorFlow.fit"}[sdk]
     assert expected in done.stdout, (done.stdout + done.stderr)[-3000:]
+
+
+def _run_driver(sdk: str, driver: str, folder: Path, *args: str) -> subprocess.CompletedProcess:
+    """A driver in the SDK's own Python, in `folder`, with no network and credentials that are not real."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(folder), "AWS_DEFAULT_REGION": "us-east-1",
+           "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "not-a-secret", "AWS_EC2_METADATA_DISABLED": "true",
+           "SAGEMAKER_SUPPRESS_V2_WARNING": "1"}
+    return subprocess.run(["unshare", "--net", str(SDKS[sdk][0]), str(DRIVERS / driver), *args], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=180)
+
+
+def captured_request(sdk: str, folder: Path) -> dict:
+    """The CreateTrainingJob request the README's example makes the SDK send, `src/train.py` being the
+    script the README names; what the SDK uploaded is under `folder/s3`."""
+    code = example(EXAMPLES[sdk])
+    for placeholder, value in PLACEHOLDERS.items():
+        code = code.replace(placeholder, value)
+    assert "<" not in code.replace("<=", ""), code  # no placeholder left unfilled
+    (folder / "src").mkdir()
+    (folder / "src" / "train.py").write_bytes((REPO / "examples" / "pipe_horovod" / "train.py").read_bytes())
+    (folder / "example.py").write_text(code)
+    done = _run_driver(sdk, "capture_request.py", folder, "example.py", "request.json")
+    assert "REQUEST-CAPTURED" in done.stdout, (done.stdout + done.stderr)[-3000:]
+    return json.loads((folder / "request.json").read_text())
+
+
+def _uploaded(folder: Path, uri: str) -> Path:
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    return folder / "s3" / bucket / key
+
+
+@pytest.mark.parametrize("sdk", ["v3", "v2"])
+def test_the_readme_example_asks_sagemaker_for_what_it_says(tmp_path: Path, sdk: str) -> None:
+    request = captured_request(sdk, tmp_path)
+    algorithm = request["AlgorithmSpecification"]
+    channels = {c["ChannelName"]: c for c in request["InputDataConfig"]}
+    train = channels["train"]
+    # SageMaker feeds a channel in its own InputMode where it has one, else in the job's
+    assert train.get("InputMode", algorithm["TrainingInputMode"]) == "Pipe", (train, algorithm)
+    assert train["DataSource"]["S3DataSource"]["S3Uri"] == "s3://my-bucket/data/train"
+    assert request["ResourceConfig"]["InstanceCount"] == 2 and request["ResourceConfig"]["InstanceType"] == "ml.c5.4xlarge"
+    assert request["EnableManagedSpotTraining"] is True
+    assert request["CheckpointConfig"]["S3Uri"] == "s3://my-bucket/checkpoints/my-job"
+    assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
+    # each metric definition finds its metric in the line the script prints (smtrain.metrics.log_metrics)
+    for definition in algorithm["MetricDefinitions"]:
+        found = re.search(definition["Regex"], "epoch=0; loss=0.0712;")
+        assert found and found.group(1) == "0.0712", definition
+    script = (REPO / "examples" / "pipe_horovod" / "train.py").read_bytes()
+    hyperparameters = request["HyperParameters"]
+    assert hyperparameters["epochs"] == "3"
+    if sdk == "v2":
+        assert hyperparameters["sagemaker_mpi_enabled"] == "true"
+        assert hyperparameters["sagemaker_mpi_num_of_processes_per_host"] == "2"
+        shipped = _uploaded(tmp_path, json.loads(hyperparameters["sagemaker_submit_directory"]))
+        with tarfile.open(fileobj=io.BytesIO(shipped.read_bytes())) as tar:
+            assert tar.extractfile("train.py").read() == script
+    else:
+        for name in ("code", "sm_drivers"):
+            assert channels[name].get("InputMode", "File") == "File"
+        code = _uploaded(tmp_path, channels["code"]["DataSource"]["S3DataSource"]["S3Uri"])
+        assert (code / "train.py").read_bytes() == script
+        drivers = _uploaded(tmp_path, channels["sm_drivers"]["DataSource"]["S3DataSource"]["S3Uri"])
+        distributed = json.loads((drivers / "distributed.json").read_text())
+        assert distributed.get("process_count_per_node") == 2, distributed

@@ -88,3 +88,52 @@ def test_the_changelog_keeps_a_changelogs_form_and_names_this_version() -> None:
     assert kinds <= {"Added", "Changed", "Deprecated", "Removed", "Fixed", "Security"}, kinds
     headings = [line for line in text.splitlines() if line.startswith("## ")]
     assert len(headings) == len(versions), headings  # no other second-level headings (no test runs)
+
+
+def _undefined_names(code: str) -> set[str]:
+    """Names a code block loads that nothing in it binds (imports, assignments, definitions, arguments,
+    loop and `with` targets) and that are not builtins - what a reader who copies it would miss."""
+    import ast
+    import builtins
+
+    tree = ast.parse(code)
+    augmented = {id(n.target) for n in ast.walk(tree) if isinstance(n, ast.AugAssign)}  # `step += 1` binds nothing new
+    bound, loaded = set(dir(builtins)), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            (loaded if isinstance(node.ctx, ast.Load) or id(node) in augmented else bound).add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return loaded - bound
+
+
+FRAGMENT = re.compile(r"# A fragment\b(.*?)(?=\n[^#])", re.S)
+
+
+def test_every_readme_code_block_is_complete_or_says_what_it_assumes() -> None:
+    """A Python block defines every name it uses, or opens with `# A fragment: ...` naming each name it takes
+    from the reader's script."""
+    text = README.read_text(encoding="utf-8")
+    problems = []
+    for match in re.finditer(r"```python\n(.*?)```", text, re.S):
+        code, line = match.group(1), text.count("\n", 0, match.start()) + 1
+        missing = _undefined_names(code)
+        fragment = FRAGMENT.match(code)
+        if fragment:
+            said = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", fragment.group(1)))
+            missing -= said
+        if missing:
+            problems.append(f"README.md:{line}: {sorted(missing)} {'not named by the fragment' if fragment else 'undefined'}")
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_undefined_name_check_finds_what_a_reader_would_miss() -> None:
+    assert _undefined_names("import os\nfor i in range(3):\n    print(os.sep, i, step)\n") == {"step"}
+    assert _undefined_names("for record in records:\n    step += 1\n") == {"records", "step"}
+    assert _undefined_names("def f(a, *b, c=1, **d):\n    return a, b, c, d\nwith open('x') as g:\n    f(g)\n") == set()
