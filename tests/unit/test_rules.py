@@ -79,6 +79,15 @@ def test_uneven_load_across_hosts(idle: float, fires: bool) -> None:
     assert _fired(series, "UnevenLoad") is fires  # (80 - 39) / 80 = 0.51 > 0.5; (80 - 41) / 80 = 0.49
 
 
+def test_uneven_load_says_it_judged_nothing_on_a_job_shorter_than_its_patience() -> None:
+    short = _series(**{"algo-1__cpu_total__CPUUtilization": [80.0] * 600, "algo-2__cpu_total__CPUUtilization": [5.0] * 600})
+    result = {r.rule: r for r in evaluate(short)}["UnevenLoad"]
+    assert not result.triggered
+    assert result.reason == "not judged: 0 of 2 hosts have more datapoints than the patience (1000)"
+    alone = {r.rule: r for r in evaluate(_series(**{"algo-1__cpu_total__CPUUtilization": [80.0] * N}))}["UnevenLoad"]
+    assert alone.reason == "one host"
+
+
 def test_patience_skips_the_warm_up() -> None:
     util = [0.0] * 1000 + [90.0] * 600  # idle only while warming up
     assert not _fired(gpu_host(util, [80.0] * N, [50.0] * N), "LowGPUUtilization")

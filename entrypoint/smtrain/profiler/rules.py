@@ -222,14 +222,18 @@ def low_cpu_utilization(series: Series, p: Mapping[str, float]) -> tuple[bool, s
 
 def uneven_load(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
     medians = {}
-    for host in hosts(series):
+    seen = hosts(series)
+    for host in seen:
         names = gpus(series, host)
         values = [v for g in names for v in _values(series, host, g, "GPUUtilization", p["patience"])] if names else \
             _values(series, host, "cpu_total", "CPUUtilization", p["patience"])
         if values:
             medians[host] = percentile(values, 50)
-    if len(medians) < 2:
+    if len(seen) < 2:
         return False, "one host"
+    if len(medians) < 2:  # a short job: too few hosts with samples past the patience to compare
+        return False, (f"not judged: {len(medians)} of {len(seen)} hosts have more datapoints than the patience "
+                       f"({p['patience']:g})")
     busiest, idlest = max(medians.values()), min(medians.values())
     if busiest > 0 and (busiest - idlest) / busiest > p["threshold"]:
         detail = ", ".join(f"{h} {m:.0f}%" for h, m in sorted(medians.items()))
