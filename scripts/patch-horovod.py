@@ -77,7 +77,7 @@ from horovod._keras import elastic as _impl
 OPTIMIZER_WRAPPER = """                                 scale_local_gradients=True):
     class _DistributedOptimizer(*optimizer.__class__.__bases__):
 """
-OPTIMIZER_WRAPPER_CHECKED = """                                 scale_local_gradients=True):
+OPTIMIZER_WRAPPER_REFUSING_KERAS3 = """                                 scale_local_gradients=True):
     if type(optimizer).__module__.split(".")[0] == "keras":  # smtrain: Keras 3 is not served
         raise ValueError(
             f"Horovod's Keras API in this image works with tf.keras (tf_keras), but the optimizer is a Keras 3 "
@@ -85,6 +85,82 @@ OPTIMIZER_WRAPPER_CHECKED = """                                 scale_local_grad
             "TensorFlow is imported and build the model and optimizer with tf.keras, not `import keras`")
     class _DistributedOptimizer(*optimizer.__class__.__bases__):
 """
+OPTIMIZER_WRAPPER_CHECKED = """                                 scale_local_gradients=True):
+    if type(optimizer).__module__.split(".")[0] == "keras":  # smtrain: a Keras 3 optimizer, wrapped for Keras 3
+        from smtrain.horovod_keras.optimizer import distributed_optimizer
+        return distributed_optimizer(
+            optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse, compression=compression,
+            sparse_as_dense=sparse_as_dense, gradient_predivide_factor=gradient_predivide_factor, op=op,
+            backward_passes_per_step=backward_passes_per_step,
+            average_aggregated_gradients=average_aggregated_gradients, groups=groups, process_set=process_set,
+            scale_local_gradients=scale_local_gradients)
+    class _DistributedOptimizer(*optimizer.__class__.__bases__):
+"""
+BROADCAST_VARIABLES = """        inplace: whether to perform in-place broadcasts
+    \"\"\"
+    if inplace:
+"""
+BROADCAST_VARIABLES_OF_KERAS3 = """        inplace: whether to perform in-place broadcasts
+    \"\"\"
+    from smtrain.horovod_keras.keras3 import tf_variables  # smtrain: a Keras 3 variable through its tf.Variable
+    variables = tf_variables(variables)
+    if inplace:
+"""
+LOCAL_VAR_OF_CALLBACK = """        self._local_vars.add(var.ref())
+
+    def on_batch_end(self, batch, logs=None):
+"""
+LOCAL_VAR_OF_CALLBACK_KERAS3 = """        from smtrain.horovod_keras.keras3 import tf_variables  # smtrain: Keras 3 variables too
+        self._local_vars.add(tf_variables([var])[0].ref())
+
+    def on_batch_end(self, batch, logs=None):
+"""
+CALLBACK_BROADCAST = """                broadcast_vars = [var for var in self.model.variables if var.ref() not in self._local_vars]
+                hvd.broadcast_variables(broadcast_vars,
+                                        root_rank=self.root_rank)
+                hvd.broadcast_variables(self.model.optimizer.variables(),
+                                        root_rank=self.root_rank)
+"""
+CALLBACK_BROADCAST_KERAS3 = """                from smtrain.horovod_keras.keras3 import tf_variables  # smtrain: Keras 3 models too
+                broadcast_vars = [var for var in tf_variables(self.model.variables) if var.ref() not in self._local_vars]
+                hvd.broadcast_variables(broadcast_vars,
+                                        root_rank=self.root_rank)
+                optimizer_variables = self.model.optimizer.variables  # Keras 3: a list; tf_keras: a method
+                hvd.broadcast_variables(optimizer_variables() if callable(optimizer_variables) else optimizer_variables,
+                                        root_rank=self.root_rank)
+"""
+LOAD_MODEL = """    def wrap_optimizer(cls):
+        return lambda **kwargs: DistributedOptimizer(cls(**kwargs), compression=compression)
+    return _impl.load_model(keras, wrap_optimizer, filepath, custom_optimizers, custom_objects, legacy_opts)
+"""
+LOAD_MODEL_OF_KERAS3 = """    def wrap_optimizer(cls):
+        return lambda **kwargs: DistributedOptimizer(cls(**kwargs), compression=compression)
+    from smtrain.horovod_keras.saving import is_keras3_file  # smtrain: a model that Keras 3 saved
+    if is_keras3_file(filepath):
+        from smtrain.horovod_keras.saving import load_model as load_keras3_model
+        return load_keras3_model(filepath, custom_optimizers, custom_objects, compression)
+    return _impl.load_model(keras, wrap_optimizer, filepath, custom_optimizers, custom_objects, legacy_opts)
+"""
+# (Horovod's line, the patched line, what an earlier version of this patch made of it)
+LR_READS = (
+    ("        old_lr = self.backend.get_value(self.model.optimizer.lr)\n",
+     "        old_lr = _smtrain_lr().learning_rate(self.model.optimizer, self.backend)  # smtrain: Keras 3 too\n",
+     "        old_lr = _smtrain_lr.learning_rate(self.model.optimizer, self.backend)  # smtrain: Keras 3 too\n"),
+    ("        self.backend.set_value(self.model.optimizer.lr, new_lr)\n",
+     "        _smtrain_lr().set_learning_rate(self.model.optimizer, self.backend, new_lr)  # smtrain: Keras 3 too\n",
+     "        _smtrain_lr.set_learning_rate(self.model.optimizer, self.backend, new_lr)  # smtrain: Keras 3 too\n"),
+    ("            self.initial_lr = self.backend.get_value(self.model.optimizer.lr)\n",
+     "            self.initial_lr = _smtrain_lr().learning_rate(self.model.optimizer, self.backend)  # smtrain\n",
+     "            self.initial_lr = _smtrain_lr.learning_rate(self.model.optimizer, self.backend)  # smtrain\n"),
+    ("            logs['lr'] = self.backend.get_value(self.model.optimizer.lr)\n",
+     "            logs['lr'] = _smtrain_lr().learning_rate(self.model.optimizer, self.backend)  # smtrain\n",
+     "            logs['lr'] = _smtrain_lr.learning_rate(self.model.optimizer, self.backend)  # smtrain\n"),
+    ("import horovod.tensorflow as hvd\nimport tensorflow as tf\n",
+     "import horovod.tensorflow as hvd\nimport tensorflow as tf\n\n\n"
+     "def _smtrain_lr():  # smtrain: Keras 3's and tf_keras's learning rates alike (imported when first used)\n"
+     "    from smtrain.horovod_keras import learning_rate\n    return learning_rate\n",
+     "import horovod.tensorflow as hvd\nimport tensorflow as tf\nfrom smtrain.horovod_keras import learning_rate as _smtrain_lr\n"),
+)
 DISTRIBUTED_OPTIMIZER_FACTORY = """def create_distributed_optimizer(keras, optimizer, name, device_dense, device_sparse,
 """
 DISTRIBUTED_OPTIMIZER_FACTORY_WITH_HELPER = """def _smtrain_allreduced(optimizer, args, kwargs):
@@ -115,6 +191,7 @@ class Edit(NamedTuple):
     file: str
     original: str
     patched: str
+    superseded: tuple[str, ...] = ()  # what an earlier version of this patch made of `original`
 
 
 EDITS = (
@@ -124,9 +201,15 @@ EDITS = (
     Edit("keras/__init__.py", KERAS3_IMPORTS, TF_KERAS_IMPORTS),
     Edit("keras/callbacks.py", KERAS3_CALLBACK_IMPORTS, TF_KERAS_CALLBACK_IMPORTS),
     Edit("keras/elastic.py", KERAS3_ELASTIC_IMPORT, TF_KERAS_ELASTIC_IMPORT),
-    Edit("_keras/__init__.py", OPTIMIZER_WRAPPER, OPTIMIZER_WRAPPER_CHECKED),
+    Edit("_keras/__init__.py", OPTIMIZER_WRAPPER, OPTIMIZER_WRAPPER_CHECKED, (OPTIMIZER_WRAPPER_REFUSING_KERAS3,)),
     Edit("_keras/__init__.py", DISTRIBUTED_OPTIMIZER_FACTORY, DISTRIBUTED_OPTIMIZER_FACTORY_WITH_HELPER),
     Edit("_keras/__init__.py", APPLY_GRADIENTS, APPLY_GRADIENTS_AVERAGED),
+    Edit("tensorflow/functions.py", BROADCAST_VARIABLES, BROADCAST_VARIABLES_OF_KERAS3),
+    Edit("tensorflow/keras/__init__.py", LOAD_MODEL, LOAD_MODEL_OF_KERAS3),
+    Edit("keras/__init__.py", LOAD_MODEL, LOAD_MODEL_OF_KERAS3),
+    Edit("_keras/callbacks.py", LOCAL_VAR_OF_CALLBACK, LOCAL_VAR_OF_CALLBACK_KERAS3),
+    Edit("_keras/callbacks.py", CALLBACK_BROADCAST, CALLBACK_BROADCAST_KERAS3),
+    *(Edit("_keras/callbacks.py", original, patched, (earlier,)) for original, patched, earlier in LR_READS),
 )
 
 CHECK = """
@@ -146,6 +229,11 @@ def patch(root: pathlib.Path) -> list[str]:
         text = path.read_text()
         if edit.patched in text:
             done.append(f"{edit.file}: already patched")
+            continue
+        earlier = [old for old in edit.superseded if text.count(old) == 1]
+        if earlier:  # patched by an earlier version of this script: brought up to date
+            path.write_text(text.replace(earlier[0], edit.patched))
+            done.append(f"{edit.file}: patched (replacing an earlier patch)")
             continue
         if text.count(edit.original) != 1:
             raise SystemExit(f"patch-horovod: {path} does not contain the Horovod 0.28.1 code it patches")

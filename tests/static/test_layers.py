@@ -19,7 +19,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("smtrain.config",),
     ("smtrain.data", "smtrain.proc"),
     ("smtrain.plan", "smtrain.progress", "smtrain.profiler"),
-    ("smtrain.pipes", "smtrain.metrics", "smtrain.s3"),  # the user API, in the order its modules use each other
+    ("smtrain.pipes", "smtrain.metrics", "smtrain.s3", "smtrain.horovod_keras"),  # the user API, in the order its modules use each other
     ("smtrain.checkpoints", "sagemaker_tensorflow"),
     ("smtrain.callbacks", "smtrain.rank"),
     ("smtrain.run",),

@@ -1,0 +1,107 @@
+"""Horovod's Keras API on Keras 3 models and optimizers (`import keras`), side by side with tf_keras in the
+same environment, through the real `train` with single-host MPI (2 ranks), each rank its own data: the
+weights every rank ends with are one process's on the union of the ranks' batches - the average is exact
+and never silently local - with `fit` and a custom loop, `backward_passes_per_step` and fp16 compression;
+Horovod's callbacks broadcast, average metrics and set the warmup and schedule's learning rates. The
+program: tests/programs/hvd_keras3.py; what serves Keras 3: smtrain.horovod_keras, handed Keras 3 objects by
+the image's patch of Horovod (scripts/patch-horovod.py)."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.support import make_tree, run_train
+
+PROGRAMS = Path(__file__).parent.parent / "programs"
+
+
+def run_keras3(tmp_path: Path, port: int, **hyperparameters: str) -> list[dict]:
+    tree = make_tree(tmp_path / "ml", hyperparameters={
+        "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2", **hyperparameters})
+    shutil.copy(PROGRAMS / "hvd_keras3.py", tree.code_dir / "train.py")
+    done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off", SM_CONTROL_PORT=str(port)), timeout=240)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    return [json.loads((tree.base / "output" / "data" / f"keras3-{r}.json").read_text()) for r in (0, 1)]
+
+
+def assert_averaged_exactly(found: list[dict], atol: float) -> None:
+    for ours, theirs, union in zip(found[0]["weights"], found[1]["weights"], found[0]["union"]):
+        np.testing.assert_array_equal(np.array(ours), np.array(theirs))  # every rank the same weights
+        np.testing.assert_allclose(np.array(ours), np.array(union), rtol=0, atol=atol)  # those of the union
+
+
+@pytest.mark.parametrize("mode,extra,atol", [
+    ("fit", {}, 2e-5),
+    ("loop", {}, 2e-5),
+    ("fit", {"passes": "2"}, 2e-5),
+    ("fit", {"compression": "fp16"}, 5e-3),
+], ids=["fit", "custom-loop", "backward-passes", "fp16-compression"])
+def test_a_keras_3_model_trains_as_one_process_on_the_union_of_the_ranks_batches(tmp_path: Path, mode: str,
+                                                                                 extra: dict, atol: float) -> None:
+    found = run_keras3(tmp_path, 17320 + len(extra) + (mode == "loop"), mode=mode, **extra)
+    assert found[0]["optimizer"] == "keras.src.optimizers.sgd.SGD"  # its own class's name: loads without Horovod
+    assert_averaged_exactly(found, atol)
+
+
+@pytest.mark.parametrize("api", ["horovod.tensorflow.keras", "horovod.keras"])
+def test_horovods_callbacks_on_a_keras_3_model(tmp_path: Path, api: str) -> None:
+    """Different first weights made equal by the broadcast, the same averaged losses on every rank, the warmup's
+    and the schedule's learning rates."""
+    found = run_keras3(tmp_path, 17330 + (api == "horovod.keras"), mode="callbacks", api=api)
+    assert [f["api"] for f in found] == [api, api]
+    assert found[0]["weights"] == found[1]["weights"]
+    assert len({tuple(r["losses"]) for r in found}) == 1 and found[0]["losses"][-1] < found[0]["losses"][0]
+    for r in found:  # Horovod's warmup from initial/size over epoch 0, then the schedule: initial, then half
+        size, initial, steps = r["size"], r["initial_lr"], len(r["warmup"])
+        warmup = [initial / size * ((b + 1) / steps * (size - 1) + 1) for b in range(steps)]
+        assert r["warmup"] == pytest.approx(warmup, rel=1e-6) and r["lr"][1:] == pytest.approx([initial, initial / 2])
+
+
+def _refused(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 1, done.stderr[-2000:]
+    return done.stderr
+
+
+def test_loss_scaling_around_the_distributed_optimizer_is_refused_before_any_rank_can_wait_forever() -> None:
+    """A LossScaleOptimizer outside would check each rank's own gradients for inf/NaN before the average."""
+    said = _refused(
+        "import keras, numpy as np, horovod.tensorflow.keras as hvd\nhvd.init()\n"
+        "m = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])\n"
+        "opt = keras.optimizers.LossScaleOptimizer(hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)))\n"
+        "m.compile(loss='mse', optimizer=opt)\nm.fit(np.ones((4, 2)), np.ones((4, 1)), verbose=0)\n")
+    assert "ValueError" in said and ("a LossScaleOptimizer around hvd.DistributedOptimizer checks each rank's gradients "
+                                     "for inf/NaN before they are averaged") in said, said[-2000:]
+    assert "wrap the other way: hvd.DistributedOptimizer(keras.optimizers.LossScaleOptimizer(optimizer))" in said
+
+
+def test_jit_compile_gets_an_error_that_names_the_fix() -> None:
+    said = _refused(
+        "import keras, numpy as np, horovod.tensorflow.keras as hvd\nhvd.init()\n"
+        "m = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])\n"
+        "m.compile(loss='mse', optimizer=hvd.DistributedOptimizer(keras.optimizers.SGD(0.1)), jit_compile=True)\n"
+        "m.fit(np.ones((4, 2)), np.ones((4, 1)), verbose=0)\n")
+    assert "cannot run inside an XLA compiled step in this image: compile the model with jit_compile=False" in said, \
+        said[-2000:]
+
+
+def test_mixed_precision_loss_scaling_goes_inside_and_trains() -> None:
+    """Under the mixed_float16 policy, model.compile would wrap loss scaling around the optimizer it is given;
+    hvd.DistributedOptimizer puts it inside, so compile wraps nothing."""
+    code = ("import keras, numpy as np, horovod.tensorflow.keras as hvd\nhvd.init()\n"
+            "keras.mixed_precision.set_global_policy('mixed_float16')\n"
+            "m = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])\n"
+            "opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1))\n"
+            "m.compile(loss='mse', optimizer=opt)\nh = m.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=3, verbose=0)\n"
+            "print(type(m.optimizer).__name__, m.optimizer is opt, h.history['loss'][-1] < h.history['loss'][0])\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["LossScaleOptimizer", "True", "True"], done.stdout
