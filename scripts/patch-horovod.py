@@ -141,6 +141,25 @@ LOAD_MODEL_OF_KERAS3 = """    def wrap_optimizer(cls):
         return load_keras3_model(filepath, custom_optimizers, custom_objects, compression)
     return _impl.load_model(keras, wrap_optimizer, filepath, custom_optimizers, custom_objects, legacy_opts)
 """
+ELASTIC_BROADCAST = """def _broadcast_model(model, optimizer, backend):
+"""
+ELASTIC_BROADCAST_WITH_HELPER = """def _smtrain_optimizer_variables(optimizer):  # smtrain: Keras 3 keeps them in a list, tf_keras behind a method
+    variables = optimizer.variables
+    return variables() if callable(variables) else variables
+
+
+def _broadcast_model(model, optimizer, backend):
+"""
+ELASTIC_OPTIMIZER_VARIABLES = (  # horovod/tensorflow/elastic.py's four reads of them
+    ("        broadcast_variables(optimizer.variables(), root_rank=0)\n",
+     "        broadcast_variables(_smtrain_optimizer_variables(optimizer), root_rank=0)\n"),
+    ("            self._saved_optimizer_state = [tf.identity(var) for var in self.optimizer.variables()]\n",
+     "            self._saved_optimizer_state = [tf.identity(var) for var in _smtrain_optimizer_variables(self.optimizer)]\n"),
+    ("[var.numpy() for var in self.optimizer.variables()] if _IS_TF2",
+     "[var.numpy() for var in _smtrain_optimizer_variables(self.optimizer)] if _IS_TF2"),
+    ("            for var, saved_var in zip(self.optimizer.variables(), self._saved_optimizer_state):\n",
+     "            for var, saved_var in zip(_smtrain_optimizer_variables(self.optimizer), self._saved_optimizer_state):\n"),
+)
 # (Horovod's line, the patched line, what an earlier version of this patch made of it)
 LR_READS = (
     ("        old_lr = self.backend.get_value(self.model.optimizer.lr)\n",
@@ -207,6 +226,8 @@ EDITS = (
     Edit("tensorflow/functions.py", BROADCAST_VARIABLES, BROADCAST_VARIABLES_OF_KERAS3),
     Edit("tensorflow/keras/__init__.py", LOAD_MODEL, LOAD_MODEL_OF_KERAS3),
     Edit("keras/__init__.py", LOAD_MODEL, LOAD_MODEL_OF_KERAS3),
+    Edit("tensorflow/elastic.py", ELASTIC_BROADCAST, ELASTIC_BROADCAST_WITH_HELPER),
+    *(Edit("tensorflow/elastic.py", original, patched) for original, patched in ELASTIC_OPTIMIZER_VARIABLES),
     Edit("_keras/callbacks.py", LOCAL_VAR_OF_CALLBACK, LOCAL_VAR_OF_CALLBACK_KERAS3),
     Edit("_keras/callbacks.py", CALLBACK_BROADCAST, CALLBACK_BROADCAST_KERAS3),
     *(Edit("_keras/callbacks.py", original, patched, (earlier,)) for original, patched, earlier in LR_READS),

@@ -19,6 +19,7 @@ import pytest
 from tests.support import make_tree, run_train
 
 PROGRAMS = Path(__file__).parent.parent / "programs"
+IMAGE_ENV = {"TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"}  # as the image sets them
 
 
 def run_keras3(tmp_path: Path, port: int, **hyperparameters: str) -> list[dict]:
@@ -41,11 +42,16 @@ def assert_averaged_exactly(found: list[dict], atol: float) -> None:
     ("loop", {}, 2e-5),
     ("fit", {"passes": "2"}, 2e-5),
     ("fit", {"compression": "fp16"}, 5e-3),
-], ids=["fit", "custom-loop", "backward-passes", "fp16-compression"])
+    ("fit", {"model": "embedding"}, 2e-5),
+    ("loop", {"model": "embedding", "sparse-as-dense": "true", "passes": "2"}, 2e-5),
+], ids=["fit", "custom-loop", "backward-passes", "fp16-compression", "sparse-gradients",
+        "sparse-as-dense-backward-passes"])
 def test_a_keras_3_model_trains_as_one_process_on_the_union_of_the_ranks_batches(tmp_path: Path, mode: str,
                                                                                  extra: dict, atol: float) -> None:
-    found = run_keras3(tmp_path, 17320 + len(extra) + (mode == "loop"), mode=mode, **extra)
+    found = run_keras3(tmp_path, 17320 + 2 * len(extra) + (mode == "loop") + ("compression" in extra), mode=mode,
+                       **extra)
     assert found[0]["optimizer"] == "keras.src.optimizers.sgd.SGD"  # its own class's name: loads without Horovod
+    assert not found[0]["optimizer_tracks_model"]  # the optimizer's variables are its own, as saved
     assert_averaged_exactly(found, atol)
 
 
@@ -61,11 +67,22 @@ def test_horovods_callbacks_on_a_keras_3_model(tmp_path: Path, api: str) -> None
         size, initial, steps = r["size"], r["initial_lr"], len(r["warmup"])
         warmup = [initial / size * ((b + 1) / steps * (size - 1) + 1) for b in range(steps)]
         assert r["warmup"] == pytest.approx(warmup, rel=1e-6) and r["lr"][1:] == pytest.approx([initial, initial / 2])
+    if api == "horovod.tensorflow.keras":  # BestModelCheckpoint's model, loaded by hvd.load_model with its state
+        loaded = found[0]["loaded"]
+        assert loaded["optimizer"] == "SGD" and loaded["distributed"] and loaded["iterations"] == 3 * 8
+        assert loaded["weights"] == found[0]["weights"]
+
+
+def test_horovods_elastic_keras_state_on_a_keras_3_model(tmp_path: Path) -> None:
+    """sync gives every rank rank 0's weights and state, restore brings back the committed ones."""
+    found = run_keras3(tmp_path, 17333, mode="elastic")
+    assert found[0]["synced"] == found[1]["synced"] and [f["epoch"] for f in found] == [0, 0]
+    assert [f["restored"] for f in found] == [True, True]
 
 
 def _refused(code: str) -> str:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"})
+                          env=IMAGE_ENV)
     assert done.returncode == 1, done.stderr[-2000:]
     return done.stderr
 
@@ -102,6 +119,6 @@ def test_mixed_precision_loss_scaling_goes_inside_and_trains() -> None:
             "m.compile(loss='mse', optimizer=opt)\nh = m.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=3, verbose=0)\n"
             "print(type(m.optimizer).__name__, m.optimizer is opt, h.history['loss'][-1] < h.history['loss'][0])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                          env={"TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"})
+                          env=IMAGE_ENV)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["LossScaleOptimizer", "True", "True"], done.stdout

@@ -4,15 +4,19 @@ weights until a broadcast makes them rank 0's:
                     --compression fp16), the first weights broadcast with hvd.broadcast_variables;
   --mode loop       a custom loop: its own tape, `apply_gradients` in a tf.function;
   --mode callbacks  model.fit with Horovod's callbacks: broadcast, metric average, learning-rate warmup
-                    and schedule (the learning rate read at each epoch's end).
+                    and schedule (the learning rate read at each batch of epoch 0 and each epoch's end), the
+                    best model saved (rank 0) and loaded back with hvd.load_model;
+  --mode elastic    Horovod's elastic Keras state: sync (rank 0's weights everywhere), commit, restore.
 In fit and loop modes rank 0 also trains a copy in this process alone, from the same first weights,
 on the union of every rank's batches - what the average must equal. Writes `keras3-<rank>.json` to
-SM_OUTPUT_DATA_DIR. --api horovod.keras imports that module instead of horovod.tensorflow.keras."""
+SM_OUTPUT_DATA_DIR. --api horovod.keras imports that module instead of horovod.tensorflow.keras. As in the
+image, TF_USE_LEGACY_KERAS=1: tf.keras is tf_keras, beside the Keras 3 this script uses."""
 import argparse
 import importlib
 import json
 import os
 
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")  # the image's setting: tf.keras is tf_keras, `keras` Keras 3
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
@@ -20,10 +24,12 @@ import tensorflow as tf  # noqa: E402
 from horovod.tensorflow import broadcast_variables  # noqa: E402
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--mode", choices=["fit", "loop", "callbacks"], default="fit")
+parser.add_argument("--mode", choices=["fit", "loop", "callbacks", "elastic"], default="fit")
 parser.add_argument("--passes", type=int, default=1)
 parser.add_argument("--compression", choices=["none", "fp16"], default="none")
 parser.add_argument("--api", default="horovod.tensorflow.keras")
+parser.add_argument("--model", choices=["dense", "embedding"], default="dense")  # embedding: sparse gradients
+parser.add_argument("--sparse-as-dense", default="false")
 args, _ = parser.parse_known_args()
 hvd = importlib.import_module(args.api)
 hvd.init()
@@ -31,11 +37,18 @@ STEPS, BATCH, LR = 8, 16, 0.05
 
 
 def data(rank: int) -> tuple[np.ndarray, np.ndarray]:
-    x = np.random.default_rng(1000 + rank).normal(size=(STEPS * BATCH, 4)).astype("float32")
+    rng = np.random.default_rng(1000 + rank)
+    if args.model == "embedding":
+        ids = rng.integers(0, 20, size=(STEPS * BATCH, 3))
+        return ids, (ids.sum(axis=1, keepdims=True) / 30.0 + 0.25 * rank).astype("float32")
+    x = rng.normal(size=(STEPS * BATCH, 4)).astype("float32")
     return x, (x @ np.array([[1.0], [-2.0], [0.5], [3.0]], "float32") + 0.25 * rank).astype("float32")
 
 
 def new_model() -> keras.Model:
+    if args.model == "embedding":
+        return keras.Sequential([keras.Input((3,), dtype="int32"), keras.layers.Embedding(20, 4),
+                                 keras.layers.Flatten(), keras.layers.Dense(1)])
     return keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="tanh"), keras.layers.Dense(1)])
 
 
@@ -46,6 +59,8 @@ found: dict = {"rank": hvd.rank(), "size": hvd.size(), "api": hvd.__name__}
 options = {"backward_passes_per_step": args.passes} if args.passes > 1 else {}  # horovod.keras has no such option
 if args.compression == "fp16":
     options["compression"] = hvd.Compression.fp16
+if args.sparse_as_dense == "true":
+    options["sparse_as_dense"] = True
 optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(LR), **options)
 found["optimizer"] = f"{type(optimizer).__module__}.{type(optimizer).__name__}"
 if args.mode == "callbacks":
@@ -57,14 +72,37 @@ if args.mode == "callbacks":
         def on_epoch_end(self, epoch, logs=None):
             found.setdefault("lr", []).append(float(np.asarray(self.model.optimizer.learning_rate)))
 
-    model.compile(loss="mse", optimizer=optimizer)
-    history = model.fit(x, y, batch_size=BATCH, epochs=3, verbose=0, shuffle=False, callbacks=[
+    best = os.path.join(os.environ["SM_MODEL_DIR"], "best.keras")
+    callbacks = [
         hvd.callbacks.BroadcastGlobalVariablesCallback(0),
         hvd.callbacks.MetricAverageCallback(),
         hvd.callbacks.LearningRateWarmupCallback(initial_lr=LR, warmup_epochs=1, steps_per_epoch=STEPS, verbose=0),
         hvd.callbacks.LearningRateScheduleCallback(initial_lr=LR, start_epoch=1, multiplier=0.5),
-        Rates()])
+        Rates()]
+    if hvd.rank() == 0 and hasattr(hvd.callbacks, "BestModelCheckpoint"):  # horovod.keras has none
+        checkpoint = hvd.callbacks.BestModelCheckpoint(monitor="loss")
+        checkpoint.filepath = best
+        callbacks.append(checkpoint)
+    model.compile(loss="mse", optimizer=optimizer)
+    history = model.fit(x, y, batch_size=BATCH, epochs=3, verbose=0, shuffle=False, callbacks=callbacks)
     found.update(losses=[float(v) for v in history.history["loss"]], initial_lr=LR)
+    if hvd.rank() == 0 and os.path.exists(best):  # the lowest loss is the last epoch's
+        loaded = hvd.load_model(best)
+        found["loaded"] = {"optimizer": type(loaded.optimizer).__name__,
+                           "distributed": getattr(loaded.optimizer, "_smtrain_distributed", False),
+                           "iterations": int(loaded.optimizer.iterations.numpy()),
+                           "weights": [w.numpy().tolist() for w in loaded.weights]}
+elif args.mode == "elastic":
+    model.compile(loss="mse", optimizer=optimizer)
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)  # the optimizer's slots exist now
+    state = hvd.elastic.KerasState(model, epoch=hvd.rank())
+    state.sync()  # rank 0's model, optimizer and epoch everywhere
+    synced = [w.numpy().tolist() for w in model.weights]
+    state.commit()
+    model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
+    state.restore()
+    found.update(synced=synced, epoch=state.epoch, iterations=int(model.optimizer.iterations.numpy()),
+                 restored=[w.numpy().tolist() for w in model.weights] == synced)
 else:
     broadcast_variables(model.variables, root_rank=0)
     first = [w.numpy() for w in model.weights]
@@ -92,5 +130,6 @@ else:
         alone.fit(ux, uy, batch_size=BATCH * hvd.size(), epochs=1, verbose=0, shuffle=False)
         found["union"] = [w.numpy().tolist() for w in alone.weights]
 found["weights"] = [w.numpy().tolist() for w in model.weights]
+found["optimizer_tracks_model"] = bool({v.path for v in model.weights} & {v.path for v in optimizer.variables})
 with open(os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], f"keras3-{hvd.rank()}.json"), "w") as f:
     json.dump(found, f)
