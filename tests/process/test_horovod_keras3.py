@@ -113,10 +113,10 @@ def test_mixed_precision_loss_scaling_goes_inside_and_trains() -> None:
     """Under the mixed_float16 policy, model.compile would wrap loss scaling around the optimizer it is given;
     hvd.DistributedOptimizer puts it inside, so compile wraps nothing."""
     code = ("import keras, numpy as np, horovod.tensorflow.keras as hvd\nhvd.init()\n"
-            "keras.mixed_precision.set_global_policy('mixed_float16')\n"
+            "keras.mixed_precision.set_global_policy('mixed_float16')\nkeras.utils.set_random_seed(1)\n"
             "m = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])\n"
             "opt = hvd.DistributedOptimizer(keras.optimizers.SGD(0.1))\n"
-            "m.compile(loss='mse', optimizer=opt)\nh = m.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=3, verbose=0)\n"
+            "m.compile(loss='mse', optimizer=opt)\nh = m.fit(np.ones((8, 2)), np.ones((8, 1)), epochs=10, verbose=0)\n"
             "print(type(m.optimizer).__name__, m.optimizer is opt, h.history['loss'][-1] < h.history['loss'][0])\n")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                           env=IMAGE_ENV)
