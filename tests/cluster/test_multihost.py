@@ -53,6 +53,24 @@ def test_horovod_training_ends_with_identical_weights_everywhere(make_cluster, p
     assert cluster.leftovers() == {}
 
 
+def test_a_keras_3_model_trains_on_2x2_ranks_as_one_process_on_the_union_of_their_batches(make_cluster) -> None:
+    """Keras 3 (`import keras`) with hvd.DistributedOptimizer across hosts: tests/programs/hvd_keras3.py, whose
+    rank 0 also trains alone on the union of the 4 ranks' batches (1 host: tests/process/test_horovod_keras3.py)."""
+    from tests.process.test_horovod_keras3 import assert_averaged_exactly
+
+    cluster = make_cluster(2)
+    cluster.write_job({**MPI, "mode": "fit"}, program=PROGRAMS / "hvd_keras3.py")
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    statuses = cluster.wait(240)
+    assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-1500:] for h in cluster.hosts}
+    found = sorted((json.loads(p.read_text()) for p in wait_for_files(cluster, "keras3-*.json", 4, 5)),
+                   key=lambda f: f["rank"])
+    assert [f["rank"] for f in found] == [0, 1, 2, 3] and found[0]["size"] == 4
+    for other in found[1:]:
+        assert_averaged_exactly([found[0], other], 2e-5)
+    assert cluster.leftovers() == {}
+
+
 def assert_keras_callbacks_worked(reports: list[dict]) -> None:
     """MetricAverageCallback: every rank logged the same losses. Warmup: epoch 0 ramps up from
     initial/size; the schedule (x0.5 per epoch from epoch 1): initial, then half."""

@@ -122,3 +122,25 @@ def test_mixed_precision_loss_scaling_goes_inside_and_trains() -> None:
                           env=IMAGE_ENV)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split() == ["LossScaleOptimizer", "True", "True"], done.stdout
+
+
+def test_the_keras_3_example_trains_with_horovod_on_two_ranks(tmp_path: Path) -> None:
+    """examples/keras3_horovod/train.py (Horovod's Keras MNIST example's shape, on Keras 3) as a user runs it:
+    its metric lines, its checkpoints on rank 0, and a model that hvd.load_model loads with a distributed
+    optimizer."""
+    example = PROGRAMS.parent.parent / "examples" / "keras3_horovod" / "train.py"
+    tree = make_tree(tmp_path / "ml", hyperparameters={
+        "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2", "epochs": "2",
+        "steps-per-epoch": "16"})
+    shutil.copy(example, tree.code_dir / "train.py")
+    done = run_train(tree, env={**tree.env(SM_SYSTEM_MONITOR="off", SM_CONTROL_PORT="17334"), **IMAGE_ENV}, timeout=240)
+    assert done.returncode == 0, done.stderr.decode()[-3000:]
+    lines = [line for line in done.stdout.decode().splitlines() if line.startswith("epoch=")]
+    assert [line.split(";")[0] for line in lines] == ["epoch=0", "epoch=1"], done.stdout.decode()[-2000:]
+    checkpoints = sorted(p.name for p in (tree.base / "checkpoints").glob("*.keras"))
+    assert checkpoints == ["checkpoint-1.keras", "checkpoint-2.keras"]
+    code = ("import horovod.tensorflow.keras as hvd\nhvd.init()\n"
+            f"m = hvd.load_model({str(tree.base / 'model' / 'model.keras')!r})\n"
+            "print(type(m.optimizer).__name__, getattr(m.optimizer, '_smtrain_distributed', False))\n")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=IMAGE_ENV)
+    assert loaded.stdout.split() == ["Adam", "True"], loaded.stderr[-2000:]
