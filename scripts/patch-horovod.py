@@ -160,6 +160,17 @@ ELASTIC_OPTIMIZER_VARIABLES = (  # horovod/tensorflow/elastic.py's four reads of
     ("            for var, saved_var in zip(self.optimizer.variables(), self._saved_optimizer_state):\n",
      "            for var, saved_var in zip(_smtrain_optimizer_variables(self.optimizer), self._saved_optimizer_state):\n"),
 )
+TAPE_GRADIENT = """            gradients = super(self.__class__, self).gradient(target, sources, output_gradients)
+"""
+TAPE_GRADIENT_OF_KERAS3 = """            gradients = super(self.__class__, self).gradient(target, sources, output_gradients)
+            from smtrain.horovod_keras.keras3 import tf_variables  # smtrain: Keras 3 variables, by their tf.Variable
+            sources = tf_variables(sources)
+"""
+TAPE_LOCAL_SOURCE = """                self._local_sources.add(source.ref())
+"""
+TAPE_LOCAL_SOURCE_OF_KERAS3 = """                from smtrain.horovod_keras.keras3 import tf_variables  # smtrain: Keras 3 variables too
+                self._local_sources.add(tf_variables([source])[0].ref())
+"""
 # (Horovod's line, the patched line, what an earlier version of this patch made of it)
 LR_READS = (
     ("        old_lr = self.backend.get_value(self.model.optimizer.lr)\n",
@@ -226,6 +237,8 @@ EDITS = (
     Edit("tensorflow/functions.py", BROADCAST_VARIABLES, BROADCAST_VARIABLES_OF_KERAS3),
     Edit("tensorflow/keras/__init__.py", LOAD_MODEL, LOAD_MODEL_OF_KERAS3),
     Edit("keras/__init__.py", LOAD_MODEL, LOAD_MODEL_OF_KERAS3),
+    Edit("tensorflow/__init__.py", TAPE_GRADIENT, TAPE_GRADIENT_OF_KERAS3),
+    Edit("tensorflow/__init__.py", TAPE_LOCAL_SOURCE, TAPE_LOCAL_SOURCE_OF_KERAS3),
     Edit("tensorflow/elastic.py", ELASTIC_BROADCAST, ELASTIC_BROADCAST_WITH_HELPER),
     *(Edit("tensorflow/elastic.py", original, patched) for original, patched in ELASTIC_OPTIMIZER_VARIABLES),
     Edit("_keras/callbacks.py", LOCAL_VAR_OF_CALLBACK, LOCAL_VAR_OF_CALLBACK_KERAS3),

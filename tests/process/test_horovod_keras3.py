@@ -44,12 +44,13 @@ def assert_averaged_exactly(found: list[dict], atol: float) -> None:
     ("fit", {"compression": "fp16"}, 5e-3),
     ("fit", {"model": "embedding"}, 2e-5),
     ("loop", {"model": "embedding", "sparse-as-dense": "true", "passes": "2"}, 2e-5),
+    ("tape", {}, 2e-5),
 ], ids=["fit", "custom-loop", "backward-passes", "fp16-compression", "sparse-gradients",
-        "sparse-as-dense-backward-passes"])
+        "sparse-as-dense-backward-passes", "distributed-gradient-tape"])
 def test_a_keras_3_model_trains_as_one_process_on_the_union_of_the_ranks_batches(tmp_path: Path, mode: str,
                                                                                  extra: dict, atol: float) -> None:
-    found = run_keras3(tmp_path, 17320 + 2 * len(extra) + (mode == "loop") + ("compression" in extra), mode=mode,
-                       **extra)
+    port = 17320 + 2 * len(extra) + (mode == "loop") + ("compression" in extra) + 8 * (mode == "tape")
+    found = run_keras3(tmp_path, port, mode=mode, **extra)
     assert found[0]["optimizer"] == "keras.src.optimizers.sgd.SGD"  # its own class's name: loads without Horovod
     assert not found[0]["optimizer_tracks_model"]  # the optimizer's variables are its own, as saved
     assert_averaged_exactly(found, atol)

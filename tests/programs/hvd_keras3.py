@@ -3,6 +3,7 @@ weights until a broadcast makes them rank 0's:
   --mode fit        model.fit with hvd.DistributedOptimizer (--passes N: backward_passes_per_step,
                     --compression fp16), the first weights broadcast with hvd.broadcast_variables;
   --mode loop       a custom loop: its own tape, `apply_gradients` in a tf.function;
+  --mode tape       a custom loop with horovod.tensorflow's DistributedGradientTape and a plain optimizer;
   --mode callbacks  model.fit with Horovod's callbacks: broadcast, metric average, learning-rate warmup
                     and schedule (the learning rate read at each batch of epoch 0 and each epoch's end), the
                     best model saved (rank 0) and loaded back with hvd.load_model;
@@ -24,7 +25,7 @@ import tensorflow as tf  # noqa: E402
 from horovod.tensorflow import broadcast_variables  # noqa: E402
 
 parser = argparse.ArgumentParser()
-parser.add_argument("--mode", choices=["fit", "loop", "callbacks", "elastic"], default="fit")
+parser.add_argument("--mode", choices=["fit", "loop", "tape", "callbacks", "elastic"], default="fit")
 parser.add_argument("--passes", type=int, default=1)
 parser.add_argument("--compression", choices=["none", "fp16"], default="none")
 parser.add_argument("--api", default="horovod.tensorflow.keras")
@@ -110,10 +111,17 @@ else:
         model.compile(loss="mse", optimizer=optimizer)
         model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
     else:
+        if args.mode == "tape":
+            from horovod.tensorflow import DistributedGradientTape
+
+            optimizer = keras.optimizers.SGD(LR)
+
         @tf.function
         def step(xb, yb):
             with tf.GradientTape() as tape:
                 loss = keras.ops.mean(keras.ops.square(model(xb, training=True) - yb))
+            if args.mode == "tape":
+                tape = DistributedGradientTape(tape)
             grads = tape.gradient(loss, model.trainable_variables)
             optimizer.apply_gradients(zip(grads, model.trainable_variables))
 

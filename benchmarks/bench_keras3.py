@@ -1,0 +1,73 @@
+"""Horovod with Keras 3 against Horovod with tf_keras, and against Keras 3 alone: the median step time of
+one model's `fit` (benchmarks/programs/keras_steps.py: an MNIST-sized MLP, batch 64 per rank, in graph mode as
+`fit` runs it) through the real `train`, 1 host x 2 ranks with Horovod (a SageMaker MPI job), and 1 process
+without Horovod whose TensorFlow threads are one rank's share (1 of this 2-core VM's cores, as `train` gives
+each of 2 ranks). Alternating rounds, the order rotating; medians of the rounds.
+
+    /opt/smtrain/venv/bin/python benchmarks/bench_keras3.py [--rounds 3] [--steps 60]
+
+Figures: `keras3_vs_tf_keras_horovod`: tf_keras's step time over Keras 3's, both with Horovod (at least 0.95:
+Keras 3 no slower); `keras3_horovod_over_alone`: Keras 3's step with Horovod on 2 ranks over its step alone
+(what a rank pays for averaging, and for sharing the machine with another rank)."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from figures import print_figures  # benchmarks/figures.py
+
+BIN = Path(sys.executable).parent
+PROGRAM = Path(__file__).resolve().parent / "programs" / "keras_steps.py"
+CASES = {"keras3_horovod": ("3", "on"), "tf_keras_horovod": ("tf", "on"), "keras3_alone": ("3", "off")}
+
+
+def run_case(base: Path, keras: str, horovod: str, steps: int) -> float:
+    shutil.rmtree(base, ignore_errors=True)
+    (base / "input" / "config").mkdir(parents=True)
+    hyperparameters = {"sagemaker_program": json.dumps(PROGRAM.name), "sagemaker_submit_directory": json.dumps(str(PROGRAM.parent)),
+                       "keras": keras, "horovod": horovod, "steps": str(steps)}
+    if horovod == "on":
+        hyperparameters.update(sagemaker_mpi_enabled="true", sagemaker_mpi_num_of_processes_per_host="2")
+    (base / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hyperparameters))
+    env = {"PATH": f"{BIN}:/usr/bin:/bin", "SAGEMAKER_BASE_DIR": str(base), "SM_SYSTEM_MONITOR": "off",
+           "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "HOME": str(base)}
+    if horovod == "off":  # one rank's share of the threads
+        env.update(OMP_NUM_THREADS="1", TF_NUM_INTRAOP_THREADS="1", TF_NUM_INTEROP_THREADS="1")
+    done = subprocess.run([str(BIN / "train")], env=env, capture_output=True, text=True, timeout=600)
+    found = re.findall(r"^step_ms ([\d.]+)$", done.stdout, re.M)
+    if done.returncode != 0 or not found:
+        raise RuntimeError(f"{keras}/{horovod}: exit {done.returncode}\n{(done.stdout + done.stderr)[-3000:]}")
+    return float(found[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=60)
+    args = parser.parse_args()
+    results: dict[str, list[float]] = {name: [] for name in CASES}
+    names = list(CASES)
+    with tempfile.TemporaryDirectory() as tmp:
+        for round_number in range(args.rounds):
+            for name in names[round_number % len(names):] + names[:round_number % len(names)]:
+                step_ms = run_case(Path(tmp) / name, *CASES[name], args.steps)
+                results[name].append(step_ms)
+                print(f"round {round_number}: {name} {step_ms:.2f} ms a step", flush=True)
+    medians = {name: statistics.median(values) for name, values in results.items()}
+    for name, value in medians.items():
+        print(f"median {name}: {value:.2f} ms a step")
+    print_figures({"keras3_vs_tf_keras_horovod": medians["tf_keras_horovod"] / medians["keras3_horovod"],
+                   "keras3_horovod_over_alone": medians["keras3_horovod"] / medians["keras3_alone"],
+                   "keras3_horovod_step_ms": medians["keras3_horovod"], "tf_keras_horovod_step_ms": medians["tf_keras_horovod"],
+                   "keras3_alone_step_ms": medians["keras3_alone"]})
+
+
+if __name__ == "__main__":
+    main()
