@@ -4,7 +4,7 @@ one model's `fit` (benchmarks/programs/keras_steps.py: an MNIST-sized MLP, batch
 without Horovod whose TensorFlow threads are one rank's share (1 of this 2-core VM's cores, as `train` gives
 each of 2 ranks). Alternating rounds, the order rotating; medians of the rounds.
 
-    /opt/smtrain/venv/bin/python benchmarks/bench_keras3.py [--rounds 3] [--steps 60]
+    /opt/smtrain/venv/bin/python benchmarks/bench_keras3.py [--rounds 5] [--steps 200]
 
 Figures: `keras3_vs_tf_keras_horovod`: tf_keras's step time over Keras 3's, both with Horovod (at least 0.95:
 Keras 3 no slower); `keras3_horovod_over_alone`: Keras 3's step with Horovod on 2 ranks over its step alone
@@ -49,8 +49,8 @@ def run_case(base: Path, keras: str, horovod: str, steps: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args()
     results: dict[str, list[float]] = {name: [] for name in CASES}
     names = list(CASES)

@@ -1,4 +1,4 @@
-"""Make Horovod's TensorFlow Keras API work with the pinned TF 2.18 and tf_keras.
+"""Make Horovod's TensorFlow Keras API work with the pinned TF 2.21, for tf_keras and Keras 3 alike.
 
 Horovod 0.28.1 imports `from keras import backend as K` for TF >= 2.6. On TF 2.16+ the `keras`
 package is Keras 3 whatever TF_USE_LEGACY_KERAS says, and Keras 3's backend has no `constant`,
@@ -15,14 +15,20 @@ Third, `horovod.keras` (the API of Horovod's Keras docs and of AWS's Horovod exa
 standalone `keras` package, Keras 3, for its optimizer wrapper and its callbacks, so they failed on
 tf_keras models (`'BroadcastGlobalVariablesCallback' object has no attribute
 '_implements_train_batch_hooks'`). The patch binds it to `tf.keras`, as `horovod.tensorflow.keras`.
-A Keras 3 optimizer handed to either `DistributedOptimizer` (a script that imports `keras` itself, or
-runs without TF_USE_LEGACY_KERAS=1) gets an error that names the fix, not a crash deep in Keras.
 
 Fourth, the wrapper averages gradients only where it computes them (`fit`, `minimize`,
 `get_gradients`): a custom loop that computes them with its own tape and calls the wrapper's
 `apply_gradients` updated each rank with its own gradients, silently (2 ranks with different data
 ended with different weights). The patch averages such gradients in `apply_gradients` (those that
 came through the wrapper's own computation are not averaged twice).
+
+Fifth, Keras 3 (`import keras`, beside tf_keras): Horovod hands what it is given of Keras 3 to this
+product's `smtrain.horovod_keras` - `DistributedOptimizer` a Keras 3 optimizer, `load_model` a file
+Keras 3 saved - and its collectives, callbacks and elastic state read Keras 3 variables through the
+tf.Variable each holds (`DistributedGradientTape`, `broadcast_variables`, the broadcast callback's local
+variables) and Keras 3 learning rates and optimizer variables as Keras 3 keeps them. The edits are
+hooks of a few lines each; what they hand over is a module of its own, tested as such. Where an earlier
+version of this script patched a file differently, the newer edit replaces its own older one.
 
 Idempotent and quick: scripts/setup.sh and the image run it after the stack is built (a step of its
 own, so that a change here does not rebuild Horovod); it fails loudly if Horovod's source is not
