@@ -145,3 +145,22 @@ def test_the_keras_3_example_trains_with_horovod_on_two_ranks(tmp_path: Path) ->
             "print(type(m.optimizer).__name__, getattr(m.optimizer, '_smtrain_distributed', False))\n")
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=IMAGE_ENV)
     assert loaded.stdout.split() == ["Adam", "True"], loaded.stderr[-2000:]
+
+
+def test_a_variable_registered_local_keeps_its_ranks_own_gradient(tmp_path: Path) -> None:
+    """Horovod's register_local_var: the last layer's bias trains on each rank's own (scaled) gradient, the
+    rest on the average."""
+    found = run_keras3(tmp_path, 17335, mode="fit", **{"local-bias": "true"})
+    *shared, bias = range(len(found[0]["weights"]))
+    assert all(found[0]["weights"][i] == found[1]["weights"][i] for i in shared)
+    assert found[0]["weights"][bias] != found[1]["weights"][bias]
+
+
+def test_the_distributed_optimizer_round_trips_through_its_config() -> None:
+    """As Horovod's own test_from_config: the wrapper's config makes the same wrapper, from the instance and the class."""
+    code = ("import keras, horovod.tensorflow.keras as hvd\nhvd.init()\n"
+            "opt = hvd.DistributedOptimizer(keras.optimizers.Adam())\ncfg = opt.get_config()\n"
+            "copies = [opt.from_config(cfg), opt.__class__.from_config(cfg)]\n"
+            "print(all(c.get_config() == cfg and c._smtrain_distributed for c in copies))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=IMAGE_ENV)
+    assert done.stdout.strip() == "True", done.stderr[-2000:]

@@ -31,6 +31,7 @@ parser.add_argument("--compression", choices=["none", "fp16"], default="none")
 parser.add_argument("--api", default="horovod.tensorflow.keras")
 parser.add_argument("--model", choices=["dense", "embedding"], default="dense")  # embedding: sparse gradients
 parser.add_argument("--sparse-as-dense", default="false")
+parser.add_argument("--local-bias", default="false")  # fit: the last layer's bias registered as rank-local
 args, _ = parser.parse_known_args()
 hvd = importlib.import_module(args.api)
 hvd.init()
@@ -60,7 +61,7 @@ found: dict = {"rank": hvd.rank(), "size": hvd.size(), "api": hvd.__name__}
 options = {"backward_passes_per_step": args.passes} if args.passes > 1 else {}  # horovod.keras has no such option
 if args.compression == "fp16":
     options["compression"] = hvd.Compression.fp16
-if args.sparse_as_dense == "true":
+if args.sparse_as_dense.lower() == "true":  # the SDK's "true" arrives as True
     options["sparse_as_dense"] = True
 optimizer = hvd.DistributedOptimizer(keras.optimizers.SGD(LR), **options)
 found["optimizer"] = f"{type(optimizer).__module__}.{type(optimizer).__name__}"
@@ -108,6 +109,8 @@ else:
     broadcast_variables(model.variables, root_rank=0)
     first = [w.numpy() for w in model.weights]
     if args.mode == "fit":
+        if args.local_bias.lower() == "true":
+            optimizer.register_local_var(model.layers[-1].bias)  # Horovod's: its gradient stays this rank's
         model.compile(loss="mse", optimizer=optimizer)
         model.fit(x, y, batch_size=BATCH, epochs=1, verbose=0, shuffle=False)
     else:
