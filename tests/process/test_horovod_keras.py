@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.cluster.test_multihost import assert_keras_callbacks_worked
+from tests.process.test_horovod_keras3 import assert_averaged_exactly
 from tests.support import make_tree, run_train
 
 PROGRAMS = Path(__file__).parent.parent / "programs"
@@ -48,8 +49,6 @@ def test_a_custom_loop_through_the_distributed_optimizer_averages_as_one_process
                                                                                                mode: str) -> None:
     """tf_keras: a custom loop's own tape and `hvd.DistributedOptimizer(...).apply_gradients`, 2 ranks with
     different data. Horovod 0.28.1 averaged only gradients it computed itself: each rank trained alone."""
-    import numpy as np
-
     tree = make_tree(tmp_path / "ml", hyperparameters={
         "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2", "mode": mode})
     shutil.copy(PROGRAMS / "hvd_keras_custom_loop.py", tree.code_dir / "train.py")
@@ -57,6 +56,4 @@ def test_a_custom_loop_through_the_distributed_optimizer_averages_as_one_process
                      timeout=240)
     assert done.returncode == 0, done.stderr.decode()[-3000:]
     found = [json.loads((tree.base / "output" / "data" / f"custom-loop-{r}.json").read_text()) for r in (0, 1)]
-    for ours, theirs, union in zip(found[0]["weights"], found[1]["weights"], found[0]["union"]):
-        np.testing.assert_array_equal(np.array(ours), np.array(theirs))  # every rank the same weights
-        np.testing.assert_allclose(np.array(ours), np.array(union), rtol=0, atol=2e-5)  # averaged, exactly
+    assert_averaged_exactly(found, 2e-5)

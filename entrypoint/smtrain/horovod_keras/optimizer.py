@@ -39,6 +39,11 @@ def _in_xla() -> bool:
     return control_flow_util.GraphOrParentsInXlaContext(tf.compat.v1.get_default_graph())
 
 
+def _key(variable: Any) -> str:
+    """How the wrapper names a variable it is told to keep local (Keras 3's unique path, else its name)."""
+    return variable.path if hasattr(variable, "path") else variable.name
+
+
 class _Averaging:
     """The Horovod side of the wrapper: its collective, its options, the variables it keeps local."""
 
@@ -64,7 +69,7 @@ class _Averaging:
             grads = [g if g is None else g * self.sum_passes for g in grads]
         if variables is None:
             return list(self.allreduce(grads, None))
-        keys = [v.path if hasattr(v, "path") else v.name for v in variables]
+        keys = [_key(v) for v in variables]
         variables = tf_variables(variables)  # Horovod's collective is a tf.function: TensorFlow's variables for it
         if not self.local:
             return list(self.allreduce(grads, variables))
@@ -95,7 +100,7 @@ def _wrapped_by_loss_scaling() -> bool:
 def _methods(averaging: _Averaging, base: type, loss_scaling: bool) -> dict[str, Any]:
     def register_local_var(self, var) -> None:  # type: ignore[no-untyped-def]
         """Horovod's: this variable's gradient is not averaged (scaled by 1/size where scale_local_gradients)."""
-        averaging.local.add(var.path if hasattr(var, "path") else var.name)
+        averaging.local.add(_key(var))
 
     if loss_scaling:  # average before the inf/NaN check, so that every rank decides alike
         def apply(self, grads, trainable_variables=None):  # type: ignore[no-untyped-def]

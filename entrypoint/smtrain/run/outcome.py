@@ -249,11 +249,13 @@ def render(outcome: JobOutcome, failure_file: Path, at_start: FileState, success
     return outcome.status
 
 
-def write_atomically(path: Path, text: str) -> None:
-    """Write `text` to `path` so that a reader sees all of it or nothing."""
+def write_atomically(path: Path, text: str, mode: int = 0o666) -> None:
+    """Write `text` to `path` so that a reader sees all of it or nothing; a new file gets `mode` (less the
+    umask)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w", encoding="utf-8") as f:
+        f.write(text)
     os.replace(tmp, path)
 
 

@@ -1,17 +1,16 @@
 """The job's ssh keys (smtrain.wire.ssh_trust says which files): the master makes the job's key pair and
 ssh's settings for the job's hosts, a worker its sshd's host key, and then trusts the one public key the
-master gives it. Made with
-`ssh-keygen` (ed25519: a few milliseconds) in a root-only folder of the container, never under
-/opt/ml and never logged; a new job makes new ones, a restart in place keeps them."""
+master gives it. Made with `ssh-keygen` (ed25519: a few milliseconds) in a root-only folder of the
+container, never under /opt/ml and never logged; a new job makes new ones, a restart in place keeps them."""
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Sequence
 
 from ..errors import StartupFailed
 from ..wire.ssh_trust import AUTHORIZED_KEYS, CLIENT_CONFIG, HOST_KEY, JOB_KEY, client_config, parse_public_key
+from .outcome import write_atomically
 
 __all__ = ["make_host_key", "make_job_key", "trust_key"]
 
@@ -35,15 +34,6 @@ def _keygen(key: Path, comment: str) -> None:
         raise StartupFailed(f"ssh-keygen could not make {key}: {done.stderr.strip()[-300:]}")
 
 
-def _write_aside(path: Path, text: str) -> None:
-    """`text` into `path` (root's alone), written aside, then renamed into place: never seen half-written."""
-    aside = path.with_name(f".{path.name}.{os.getpid()}")
-    fd = os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(aside, path)
-
-
 def make_job_key(folder: str, hosts: Sequence[str]) -> str:
     """The master's key pair for this job, new, and ssh's settings for logging into `hosts` (the workers)
     with it; returns its public key line."""
@@ -53,7 +43,7 @@ def make_job_key(folder: str, hosts: Sequence[str]) -> str:
         raise StartupFailed(f"cannot write ssh's settings for the job's hosts: {e}") from None
     key = _private_folder(folder) / JOB_KEY
     _keygen(key, "smtrain-job")
-    _write_aside(key.with_name(CLIENT_CONFIG), settings)
+    write_atomically(key.with_name(CLIENT_CONFIG), settings, mode=0o600)
     return parse_public_key(key.with_name(JOB_KEY + ".pub").read_text())  # the line without its comment
 
 
@@ -68,4 +58,4 @@ def make_host_key(folder: str) -> None:
 def trust_key(folder: str, key: str) -> None:
     """Make `key` (a checked public key line, smtrain.wire.ssh_trust.parse_public_key) the one key this
     worker's sshd accepts: written aside, then renamed into place."""
-    _write_aside(_private_folder(folder) / AUTHORIZED_KEYS, key + "\n")
+    write_atomically(_private_folder(folder) / AUTHORIZED_KEYS, key + "\n", mode=0o600)
