@@ -20,7 +20,7 @@ from smtrain.metrics import log_metrics  # noqa: E402
 parser = argparse.ArgumentParser()
 parser.add_argument("--epochs", type=int, default=2)
 parser.add_argument("--batch-size", type=int, default=8)
-parser.add_argument("--fail-rank", type=int, default=-1, help="this rank raises after its first step (tests)")
+parser.add_argument("--model_dir", help="SDK v2's TensorFlow estimator passes it; the model goes to SM_MODEL_DIR")
 args = parser.parse_args()
 
 hvd.init()
@@ -28,10 +28,10 @@ features = {"id": tf.io.FixedLenFeature([], tf.int64), "x": tf.io.FixedLenFeatur
             "y": tf.io.FixedLenFeature([1], tf.float32)}
 model = tf.keras.Sequential([tf.keras.layers.Dense(16, activation="relu", input_shape=(4,)), tf.keras.layers.Dense(1)])
 optimizer = tf.keras.optimizers.SGD(0.01 * hvd.size())
-state = tf.train.Checkpoint(model=model, optimizer=optimizer, epoch=tf.Variable(0))
+state = tf.train.Checkpoint(model=model, optimizer=optimizer)
 manager = CheckpointStore(keep=2)
-restored = shared_restore(manager, state)
-start = int(state.epoch.numpy()) if restored else 0
+restored = shared_restore(manager, state)  # rank 0 loads the variables; every rank learns the step
+start = restored.step if restored else 0  # the step saved is the number of epochs done
 stop = StopSignal()
 
 
@@ -53,13 +53,10 @@ for fifo, epoch in enumerate(range(start, args.epochs)):
         lambda r: tf.io.parse_single_example(r, features)).batch(args.batch_size, drop_remainder=True)
     for batch in batches:
         loss = train_step(batch["x"], batch["y"])
-        if step == 0 and fifo == 0:
+        if step == 0:  # once the optimizer's slots exist: every rank takes rank 0's (restored) state
             hvd.broadcast_variables(model.variables, root_rank=0)
             hvd.broadcast_variables(optimizer.variables(), root_rank=0)
         step += 1
-        if hvd.rank() == args.fail_rank:
-            raise RuntimeError(f"rank {hvd.rank()} fails on purpose")
-    state.epoch.assign(epoch + 1)
     if hvd.rank() == 0:
         log_metrics(epoch=epoch, loss=float(loss))
     if summaries is not None:

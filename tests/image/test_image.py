@@ -201,11 +201,13 @@ while True:
 """
 
 
-@pytest.mark.parametrize("rank,host", [(1, "algo-1"), (3, "algo-2")], ids=["on-the-master", "on-a-worker"])
+@pytest.mark.parametrize("rank,host", [(3, "algo-2")], ids=["on-a-worker"])
 def test_an_oom_killed_horovod_rank_is_named_out_of_memory_on_every_host(image: str, tmp_path: Path, rank: int,
                                                                         host: str) -> None:
-    """Two containers with `--memory=2g`, two Horovod ranks each; one rank allocates until the OOM killer
-    ends it: every host's failure says OutOfMemory and names that rank and its host."""
+    """Two containers with `--memory=2g`, two Horovod ranks each; a rank on the worker allocates until
+    the OOM killer ends it: every host's failure says OutOfMemory and names that rank and its host (a
+    rank on the master: tests/process/test_oom.py; a failing rank ending every host:
+    tests/cluster/test_multihost.py, and in containers through the SDK: tests/sdk/test_local_mode.py)."""
     program = tmp_path / "oom.py"
     program.write_text(OOM_RANK)
     with ContainerCluster("smtrain-it", 2, tmp_path, image) as cluster:
@@ -219,14 +221,3 @@ def test_an_oom_killed_horovod_rank_is_named_out_of_memory_on_every_host(image: 
             assert failure.startswith(f"OutOfMemory: program /opt/ml/code/oom.py (rank {rank}, local rank 1, on host "
                                       f"{host}) was killed by SIGKILL (exit status 137); the kernel's OOM killer ran"), \
                 (each, failure)
-
-
-def test_a_failing_rank_makes_both_containers_exit_non_zero(image: str, tmp_path: Path) -> None:
-    with ContainerCluster("smtrain-it", 2, tmp_path, image) as cluster:
-        cluster.start_demo_job(tmp_path / "data", {"SM_GRACE_PERIOD_SECONDS": "20"}, **{"fail-rank": 3})
-        statuses = cluster.wait(300)
-        assert all(s not in (None, 0) for s in statuses.values()), statuses
-        failure = (cluster.ml("algo-1") / "output" / "failure").read_text()
-        # Rank 3 raised; the others failed because it did (Horovod shut down, or mpirun's abort ended them)
-        assert failure.startswith("RuntimeError: program /opt/ml/code/train.py (rank 3, local rank 1, on host algo-2)"), failure
-        assert "RuntimeError: rank 3 fails on purpose" in failure

@@ -42,17 +42,18 @@ class S3Server(NamedTuple):
         return name
 
 
-def free_port() -> int:
+def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
+        probe.bind((host, 0))
         return probe.getsockname()[1]
 
 
-def start_moto(log: Path, **env: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    process = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)], stdout=log.open("wb"),
+def start_moto(log: Path, host: str = "127.0.0.1", **env: str) -> tuple[subprocess.Popen, str]:
+    """moto's server on `host` (loopback, or the gateway of a Docker network a test made), its URL."""
+    port = free_port(host)
+    process = subprocess.Popen([str(MOTO_SERVER), "-H", host, "-p", str(port)], stdout=log.open("wb"),
                                stderr=subprocess.STDOUT, env={**os.environ, **env})
-    url = f"http://127.0.0.1:{port}"
+    url = f"http://{host}:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         try:

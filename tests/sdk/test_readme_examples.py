@@ -58,13 +58,15 @@ def _run_driver(sdk: str, driver: str, folder: Path, *args: str) -> subprocess.C
 
 def captured_request(sdk: str, folder: Path) -> dict:
     """The CreateTrainingJob request the README's example makes the SDK send, `src/train.py` being the
-    script the README names; what the SDK uploaded is under `folder/s3`."""
+    script the README names (made here where `folder` has no `src/`); what the SDK uploaded is under
+    `folder/s3/<bucket>/<key>`."""
     code = example(EXAMPLES[sdk])
     for placeholder, value in PLACEHOLDERS.items():
         code = code.replace(placeholder, value)
     assert "<" not in code.replace("<=", ""), code  # no placeholder left unfilled
-    (folder / "src").mkdir()
-    (folder / "src" / "train.py").write_bytes((REPO / "examples" / "pipe_horovod" / "train.py").read_bytes())
+    if not (folder / "src").exists():
+        (folder / "src").mkdir()
+        (folder / "src" / "train.py").write_bytes((REPO / "examples" / "pipe_horovod" / "train.py").read_bytes())
     (folder / "example.py").write_text(code)
     done = _run_driver(sdk, "capture_request.py", folder, "example.py", "request.json")
     assert "REQUEST-CAPTURED" in done.stdout, (done.stdout + done.stderr)[-3000:]
