@@ -185,16 +185,20 @@ class TrainingJob:
         for host in self.hosts:
             self.s3.upload(done.ml(host) / local, self.request["CheckpointConfig"]["S3Uri"])
 
+    def _output(self, name: str) -> str:
+        """Where SageMaker puts the job's `name` (model.tar.gz, output.tar.gz): under its output path."""
+        path = self.request["OutputDataConfig"]["S3OutputPath"].rstrip("/")
+        return f"{path}/{self.request['TrainingJobName']}/output/{name}"
+
     def _pack(self, done: Run) -> None:
-        prefix = f"{self.request['OutputDataConfig']['S3OutputPath'].rstrip('/')}/{self.request['TrainingJobName']}/output"
         first = done.ml(self.hosts[0])
         for name, folder in (("model.tar.gz", first / "model"), ("output.tar.gz", first / "output" / "data")):
-            self.s3.put(f"{prefix}/{name}", pack(folder))
+            self.s3.put(self._output(name), pack(folder))
 
     def artifact(self, name: str) -> dict[str, bytes]:
         """model.tar.gz or output.tar.gz from the output path: its files' contents by path."""
-        prefix = f"{self.request['OutputDataConfig']['S3OutputPath'].rstrip('/')}/{self.request['TrainingJobName']}/output"
-        with tarfile.open(fileobj=io.BytesIO(self.s3.get(prefix, split_uri(f"{prefix}/{name}")[1]))) as archive:
+        uri = self._output(name)
+        with tarfile.open(fileobj=io.BytesIO(self.s3.get(uri, split_uri(uri)[1]))) as archive:
             return {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
 
 

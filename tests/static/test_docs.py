@@ -53,6 +53,17 @@ def test_no_document_carries_a_run_diary() -> None:
     assert found == [], "\n".join(found)
 
 
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+
+
+def test_dates_only_head_the_changelogs_versions_and_the_benchmarks_runs() -> None:
+    """A date says when a version was released or a benchmark last ran; anywhere else it is a diary's."""
+    found = [f"{p.relative_to(REPO)}:{n}: {line[:80]}" for p in USER_DOCUMENTS if p.parent.name != "benchmarks"
+             for n, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+             if DATE.search(line) and not (p.name == "CHANGELOG.md" and line.startswith("## ["))]
+    assert found == [], "\n".join(found)
+
+
 # A measured figure: "about 10 s", "0.99x", "1.7 GB/s", "9.4 us", "took 3 s", "0.17 % of", "2.1 s after".
 MEASURED = re.compile(r"\babout \d|\b\d+(?:\.\d+)?x\b|[GM]B/s|\d ?us\b|\btook \d|\d+(?:\.\d+)? ?% of|"
                       r"\d+(?:\.\d+)? (?:min|ms|s) (?:after|from|to|in)\b")
