@@ -19,7 +19,7 @@ from typing import Optional
 import pytest
 
 from smtrain import pipes
-from smtrain.data import demux
+from smtrain.data import dealer, demux
 from smtrain.data.demux import demux_epoch
 from smtrain.data.feeder import Feeder, channel_objects, epoch_order
 from smtrain.data.fifo import open_fifo
@@ -433,7 +433,7 @@ def _planned_deal(records: list[bytes], fmt: RecordFormat, ranks: int) -> list[l
     """What each rank must get, from the dealing plan alone (block_for, whole rounds, the last round
     in equal blocks): the oracle for the bytes that the demultiplexer moves however it moves them."""
     stops = list(itertools.accumulate(len(_ENCODE[fmt](r)) for r in records))
-    block = demux.block_for(Frames(0, stops, len(stops)), ranks)
+    block = dealer.block_for(Frames(0, stops, len(stops)), ranks)
     got: list[list[bytes]] = [[] for _ in range(ranks)]
     whole = len(records) - len(records) % (block * ranks)
     for start in range(0, whole, block * ranks):
@@ -510,11 +510,11 @@ def test_a_source_that_is_not_a_pipe_is_read_and_written(tmp_path: Path) -> None
     (tmp_path / "f").write_bytes(b"x")
     fd = os.open(tmp_path / "f", os.O_RDONLY)
     try:
-        assert SplicedSource.open(fd, demux.PIPE_SIZE) is None
+        assert SplicedSource.open(fd, dealer.PIPE_SIZE) is None
     finally:
         os.close(fd)
     r, w = os.pipe()
-    spliced = SplicedSource.open(r, demux.PIPE_SIZE)
+    spliced = SplicedSource.open(r, dealer.PIPE_SIZE)
     assert spliced is not None
     spliced.close()
     os.close(r)

@@ -1,10 +1,10 @@
-"""The demultiplexer's dealing plan (smtrain.data.demux.deal, block_for): whole rounds of blocks,
+"""The demultiplexer's dealing plan (smtrain.data.dealer.deal, block_for): whole rounds of blocks,
 every record once, equal counts, one span per block."""
 from __future__ import annotations
 
 import pytest
 
-from smtrain.data.demux import BLOCK_BYTES, MAX_BLOCK, ROUND_BYTES, SAMPLE_RECORDS, block_for, deal
+from smtrain.data.dealer import BLOCK_BYTES, MAX_BLOCK, ROUND_BYTES, SAMPLE_RECORDS, block_for, deal
 from smtrain.data.frames import Frames
 
 

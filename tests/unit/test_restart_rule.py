@@ -63,23 +63,24 @@ def test_the_plan_restarts_jobs_across_ranks_only_where_a_restart_can_resume_the
     dealt = _plan(tmp_path / "dealt", {**MPI, "sagemaker_max_restarts": "1"},
                   channels={"train": {"TrainingInputMode": "Pipe"}, "eval": {"TrainingInputMode": "Pipe"}})
     assert dealt.restarts.max_restarts == 1 and len(dealt.demux) == 2
-    assert all("--restartable" in argv for argv in dealt.demux)
-    assert not any("--restartable" in argv for argv in shuffled.demux)  # emulated: started again instead
+    assert all(spec.restartable for spec in dealt.demux)
+    assert not any(spec.restartable for spec in shuffled.demux)  # emulated: started again instead
     # ... and to the one reader a host has (one rank a host; a program on its own): relayed by a demultiplexer
     for name, plan in (("one-a-host", _plan(tmp_path / "one", {**MPI, "sagemaker_mpi_num_of_processes_per_host": "1",
                                                                  "sagemaker_max_restarts": "1"},
                                              channels={"train": {"TrainingInputMode": "Pipe"}})),
                        ("alone", _plan(tmp_path / "alone-pipe", {"sagemaker_max_restarts": "1"}, hosts=("algo-1",),
                                        channels={"train": {"TrainingInputMode": "Pipe"}}))):
-        (argv,) = plan.demux
-        assert plan.restarts.max_restarts == 1 and "--restartable" in argv, name
-        assert argv[argv.index("--ranks") + 1] == "1" and plan.env_set["SM_PIPE_MODE_TRAIN"] == "demux", name
+        (spec,) = plan.demux
+        assert plan.restarts.max_restarts == 1 and spec.restartable, name
+        assert spec.ranks == 1 and plan.env_set["SM_PIPE_MODE_TRAIN"] == "demux", name
+        assert spec.argv[-3:] == ("--format", "tfrecord", "--restartable"), name
     # AWS's per-rank channels: each member a local rank reads, through a relay of its own (algo-2: ranks 2, 3)
     per_rank = _plan(tmp_path / "per-rank", {**MPI, "sagemaker_max_restarts": "1"}, current_host="algo-2",
                      channels={f"train_{r}": {"TrainingInputMode": "Pipe"} for r in range(4)})
     assert per_rank.restarts.max_restarts == 1
-    assert [argv[argv.index("--channel") + 1] for argv in per_rank.demux] == ["train_2", "train_3"]
-    assert all("--restartable" in argv and argv[argv.index("--ranks") + 1] == "1" for argv in per_rank.demux)
+    assert [spec.channel for spec in per_rank.demux] == ["train_2", "train_3"]
+    assert all(spec.restartable and spec.ranks == 1 for spec in per_rank.demux)
     group = next(p for p in per_rank.pipes if p.channel == "train")
     assert group.for_rank(0, 2).endswith(".smtrain-pipes/train_2-0")  # where rank 2 reads its member
     # without restarts a single reader reads SageMaker's FIFO itself

@@ -26,7 +26,7 @@ from .shape import JobShape, Role
 from .smenv import process_env_vars, sm_env_vars
 from .tfconfig import container_env
 
-__all__ = ["Coordination", "JobShape", "LaunchPlan", "Role", "dumps", "plan_launch", "profiler_env", "profiler_folder",
+__all__ = ["Coordination", "DemuxSpec", "JobShape", "LaunchPlan", "Role", "dumps", "plan_launch", "profiler_env", "profiler_folder",
            "report_command"]
 
 
@@ -50,7 +50,7 @@ class LaunchPlan(NamedTuple):
     coordination: Optional[Coordination]  # how this host takes part in the job; None: a program on its own
     restarts: RestartPolicy  # in-job restarts after a transient failure (plan.restart_policy)
     pipes: tuple[PipeAssignment, ...]  # which FIFOs the program (each rank) reads
-    demux: tuple[tuple[str, ...], ...]  # demultiplexer processes this host runs beside the ranks
+    demux: tuple["DemuxSpec", ...]  # demultiplexer processes this host runs beside the ranks
     monitor: tuple[str, ...]  # the system monitor's command; empty when switched off
     report: tuple[str, ...]  # the profiler report's command, run when the job ends (master, single); or empty
     profiler_dir: Optional[Path]  # this host's output/profiler when the profiler is on (workers ship it to the master)
@@ -92,7 +92,7 @@ class LaunchPlan(NamedTuple):
             "restarts": self.restarts.to_json(),
             "pipes": {a.channel: {"mode": a.mode.value, "format": a.record_format.value, "prefix": a.prefix}
                       for a in self.pipes},
-            "demux": [list(argv) for argv in self.demux],
+            "demux": [list(spec.argv) for spec in self.demux],
             "monitor": list(self.monitor),
             "report": list(self.report),
             "profiler_dir": str(self.profiler_dir) if self.profiler_dir else None,
@@ -104,19 +104,38 @@ class LaunchPlan(NamedTuple):
         }
 
 
-def demux_commands(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, python: str,
-                   restartable: frozenset[str] = frozenset(),
-                   relayed: tuple[tuple[str, RecordFormat], ...] = ()) -> tuple[tuple[str, ...], ...]:
+class DemuxSpec(NamedTuple):
+    """A demultiplexer this host runs beside its ranks (smtrain.data.demux): one channel's FIFOs in
+    `data_dir`, dealt to `ranks` local readers."""
+    python: str
+    data_dir: Path
+    channel: str
+    ranks: int
+    record_format: RecordFormat
+    restartable: bool  # SageMaker's own FIFOs: it keeps running and serves restarts in place
+
+    @property
+    def name(self) -> str:
+        """Its helper process's name."""
+        return f"demultiplexer {self.channel}"
+
+    @property
+    def argv(self) -> tuple[str, ...]:
+        """Its command."""
+        return (self.python, "-m", "smtrain.data.demux", "--data", str(self.data_dir), "--channel", self.channel,
+                "--ranks", str(self.ranks), "--format", self.record_format.value,
+                *(("--restartable",) if self.restartable else ()))
+
+
+def demux_specs(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, python: str,
+                restartable: frozenset[str] = frozenset(),
+                relayed: tuple[tuple[str, RecordFormat], ...] = ()) -> tuple[DemuxSpec, ...]:
     """The demultiplexers of this host, one a dealt channel; those in `restartable` (SageMaker's own
     FIFOs, where restarts in place are asked for) serve restarts (smtrain.data.demux_restarts); and one
     for each per-rank channel in `relayed`, to its one reader (plan.fifo_plan.relays)."""
-    def command(channel: str, readers: int, fmt: RecordFormat, restarts: bool) -> tuple[str, ...]:
-        return (python, "-m", "smtrain.data.demux", "--data", str(data_dir), "--channel", channel,
-                "--ranks", str(readers), "--format", fmt.value, *(("--restartable",) if restarts else ()))
-
-    return (*(command(a.channel, ranks, a.record_format, a.channel in restartable)
+    return (*(DemuxSpec(python, data_dir, a.channel, ranks, a.record_format, a.channel in restartable)
               for a in pipes if a.mode is PipeMode.DEMUX),
-            *(command(member, 1, fmt, True) for member, fmt in relayed))
+            *(DemuxSpec(python, data_dir, member, 1, fmt, True) for member, fmt in relayed))
 
 
 def monitor_command(config: TrainingConfig, python: str, gpus: int) -> tuple[str, ...]:
@@ -217,7 +236,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         restarts=restart_policy(config.max_restarts, part.coordination,
                                 tuple(c.name for c in config.channels if c.mode is InputMode.PIPE), part.pipes),
         pipes=part.pipes,
-        demux=demux_commands(part.pipes, config.paths.input_data_dir, part.ranks_per_host, python,
+        demux=demux_specs(part.pipes, config.paths.input_data_dir, part.ranks_per_host, python,
                              frozenset(c.name for c in config.channels
                                        if c.mode is InputMode.PIPE and config.max_restarts > 0),
                              relays(part.pipes, part.ranks_per_host, part.first_rank)),

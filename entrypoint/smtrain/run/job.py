@@ -27,7 +27,7 @@ from ..common.console import log, redact
 from ..common.signals import SignalWaker
 from ..wire.contract import RANK_CONTRACT_ENV
 from ..plan.localmode import describe as describe_emulation
-from ..plan.launch import LaunchPlan, Role
+from ..plan.launch import DemuxSpec, LaunchPlan, Role
 from ..plan.program import check_program
 from ..config.defaults import DEMUX_RESTART_WAIT_S, REPORT_TIMEOUT_S
 from ..proc.helpers import HelperGroup, spawn_helper, stop_all
@@ -54,31 +54,27 @@ def prepare(plan: LaunchPlan, python: str) -> None:
     restore_checkpoints(plan.restore_checkpoints_from, plan.checkpoint_dir)
 
 
-def start_pipe_helpers(plan: LaunchPlan, helpers: HelperGroup, demux: Optional[Sequence[Sequence[str]]] = None) -> None:
+def start_pipe_helpers(plan: LaunchPlan, helpers: HelperGroup, demux: Optional[Sequence[DemuxSpec]] = None) -> None:
     """The local feeder (emulated Pipe mode) and the demultiplexers (`demux`: the plan's), as the plan
     says, into `helpers`."""
     if plan.feeder:
         log(describe_emulation(plan.emulated))
         helpers.start("feeder", plan.feeder)
-    for argv in plan.demux if demux is None else demux:
-        log(f"starting the demultiplexer: {shlex.join(argv)}")
-        helpers.start(_demux_name(argv), argv)
+    for spec in plan.demux if demux is None else demux:
+        log(f"starting the demultiplexer: {shlex.join(spec.argv)}")
+        helpers.start(spec.name, spec.argv)
 
 
-def _demux_name(argv: Sequence[str]) -> str:
-    return f"demultiplexer {argv[argv.index('--channel') + 1]}"
-
-
-def restart_kept_demultiplexers(helpers: HelperGroup, demux: Sequence[Sequence[str]], wait_s: float) -> Optional[str]:
-    """Ask the demultiplexers of SageMaker's own FIFOs (`demux`: their commands) to serve a restart in
-    place (SIGUSR1) and wait, up to `wait_s`, until each says the old attempt's FIFOs are gone
+def restart_kept_demultiplexers(helpers: HelperGroup, demux: Sequence[DemuxSpec], wait_s: float) -> Optional[str]:
+    """Ask the demultiplexers of SageMaker's own FIFOs (`demux`) to serve a restart in place (SIGUSR1)
+    and wait, up to `wait_s`, until each says the old attempt's FIFOs are gone
     (smtrain.data.demux_restarts); why not, where one did not."""
     asked = []
-    for argv in demux:
-        channel = argv[argv.index("--channel") + 1]
-        ack = restart_ack(Path(argv[argv.index("--data") + 1]), channel)
+    for spec in demux:
+        channel = spec.channel
+        ack = restart_ack(spec.data_dir, channel)
         ack.unlink(missing_ok=True)
-        helper = next((h for h in helpers.helpers if h.name == _demux_name(argv)), None)
+        helper = next((h for h in helpers.helpers if h.name == spec.name), None)
         if helper is None or helper.process.poll() is not None:
             return f"the demultiplexer of Pipe channel {channel} has ended"
         os.kill(helper.process.pid, signal.SIGUSR1)
@@ -177,10 +173,10 @@ class HostJob:
         a spot restart - those emulated from files from their first epoch (feeder and demultiplexers
         started again), SageMaker's own from its next epoch FIFO (their demultiplexers keep running:
         smtrain.data.demux_restarts); the rest keeps running. Why not, where a channel could not."""
-        kept = [argv for argv in self.plan.demux if "--restartable" in argv]
-        again = [argv for argv in self.plan.demux if "--restartable" not in argv]
+        kept = [spec for spec in self.plan.demux if spec.restartable]
+        again = [spec for spec in self.plan.demux if not spec.restartable]
         if self.plan.feeder or again:
-            stop_all(self.helpers.take(("feeder", *(_demux_name(argv) for argv in again)), exact=True))
+            stop_all(self.helpers.take(("feeder", *(spec.name for spec in again)), exact=True))
             start_pipe_helpers(self.plan, self.helpers, again)
         shutil.rmtree(self.plan.pipe_state, ignore_errors=True)  # PipeModeDataset's epoch counts: from FIFO 0 again
         return restart_kept_demultiplexers(self.helpers, kept, DEMUX_RESTART_WAIT_S) if kept else None
