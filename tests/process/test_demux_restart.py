@@ -90,13 +90,14 @@ def test_a_restart_reads_sagemakers_epoch_to_its_end_and_deals_the_next_one_as_f
 def test_train_waits_for_each_demultiplexers_acknowledgement_and_says_which_one_has_ended(tmp_path: Path) -> None:
     """`HostJob.restart_pipes`' part for SageMaker's FIFOs (run.job.restart_kept_demultiplexers), with real
     demultiplexer helpers that no rank has read yet: ready at once; one that has ended is named."""
+    from smtrain.plan.launch import DemuxSpec
     from smtrain.proc.helpers import HelperGroup
     from smtrain.run.job import restart_kept_demultiplexers, start_pipe_helpers
+    from smtrain.wire.record_format import RecordFormat
 
     data = tmp_path / "data"
     data.mkdir()
-    commands = [(sys.executable, "-m", "smtrain.data.demux", "--data", str(data), "--channel", channel, "--ranks", "2",
-                 "--format", "tfrecord", "--restartable") for channel in ("train", "eval")]
+    commands = [DemuxSpec(sys.executable, data, channel, 2, RecordFormat.TFRECORD, True) for channel in ("train", "eval")]
 
     class Plan:  # what start_pipe_helpers reads of a LaunchPlan
         feeder = ()
