@@ -27,6 +27,25 @@ def shell(image: str, script: str, *options: str, timeout: float = 300) -> str:
     return docker("run", "--rm", *options, "--entrypoint", "sh", image, "-c", script, timeout=timeout).stdout
 
 
+def wait_containers(containers: Mapping[str, str], timeout: float) -> dict[str, Optional[int]]:
+    """Each host's container's exit status (`containers`: host -> container name), all within
+    `timeout`; None for one still running at the deadline."""
+    deadline = time.monotonic() + timeout
+    statuses: dict[str, Optional[int]] = {}
+    for host, name in containers.items():
+        try:
+            statuses[host] = int(docker("wait", name, timeout=max(1.0, deadline - time.monotonic())).stdout.strip())
+        except subprocess.TimeoutExpired:
+            statuses[host] = None
+    return statuses
+
+
+def container_logs(name: str) -> str:
+    """What a container wrote, stdout then stderr."""
+    done = docker("logs", name, check=False)
+    return done.stdout + done.stderr
+
+
 def ensure_docker(wait_s: float = 60) -> None:
     """A Docker engine answering: the running one, else dockerd started here (no systemd needed)."""
     if docker("info", check=False, timeout=30).returncode == 0:
@@ -117,19 +136,10 @@ class ContainerCluster:
                    "train")
 
     def wait(self, timeout: float) -> dict[str, Optional[int]]:
-        deadline = time.monotonic() + timeout
-        statuses: dict[str, Optional[int]] = {}
-        for host in self.hosts:
-            try:
-                done = docker("wait", self.container(host), timeout=max(1.0, deadline - time.monotonic()))
-                statuses[host] = int(done.stdout.strip())
-            except subprocess.TimeoutExpired:
-                statuses[host] = None
-        return statuses
+        return wait_containers({host: self.container(host) for host in self.hosts}, timeout)
 
     def logs(self, host: str) -> str:
-        done = docker("logs", self.container(host), check=False)
-        return done.stdout + done.stderr
+        return container_logs(self.container(host))
 
     def start_demo_job(self, data: Path, env: Optional[Mapping[str, str]] = None, **hps: object) -> None:
         """The demo job (examples/pipe_horovod): synthetic TFRecords made into `data`, 2 Horovod ranks a

@@ -17,7 +17,6 @@ import errno
 import io
 import json
 import os
-import subprocess
 import tarfile
 import threading
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
 from tests.harness import sagemaker_contract as contract
-from tests.harness.docker_cluster import docker
+from tests.harness.docker_cluster import container_logs, docker, wait_containers
 
 STOP_GRACE_S = 120  # SIGTERM, then SIGKILL this long after (SageMaker's stop and spot interruption)
 
@@ -58,9 +57,10 @@ class S3Store:
             target.write_bytes(self.get(uri, key))
 
     def upload(self, folder: Path, uri: str) -> None:
+        """Each file below `folder` to its path below the prefix `uri` (a bucket's root: `s3://bucket`)."""
         bucket, prefix = split_uri(uri)
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            key = f"{prefix.rstrip('/')}/{path.relative_to(folder).as_posix()}"
+            key = "/".join(filter(None, (prefix.rstrip("/"), path.relative_to(folder).as_posix())))
             self.client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
 
     def delete(self, uri: str) -> None:
@@ -78,7 +78,6 @@ class Run(NamedTuple):
     statuses: dict[str, Optional[int]]  # each container's exit status; None: it outlived every wait
     logs: dict[str, list[str]]  # each host's stdout and stderr lines, as CloudWatch gets them
     folder: Path  # <host>/ml: what each host's /opt/ml held at the end
-    interrupted: bool
 
     def ml(self, host: str) -> Path:
         return self.folder / host / "ml"
@@ -94,6 +93,7 @@ class TrainingJob:
         self.request, self.s3, self.folder, self.image, self.network = request, s3, folder, image, network
         self.s3_access = {"AWS_ENDPOINT_URL_S3": s3_endpoint, **credentials}
         self.hosts = contract.hosts(request)
+        self.checkpoints = Path(contract.checkpoint_path(request)).relative_to("/opt/ml")  # below a host's ml/
         self.runs = 0
 
     def run(self, interrupt_after_checkpoint: bool = False, timeout: float = 300) -> Run:
@@ -116,16 +116,16 @@ class TrainingJob:
                 self._await_checkpoint(run_folder, names, timeout)
                 statuses = _interrupt(containers, gate)
             else:
-                statuses = _wait(containers, timeout)
+                statuses = wait_containers(containers, timeout)
         finally:
             gate.close()
-            logs = {host: _logs(name) for host, name in zip(self.hosts, names)}
+            logs = {host: container_logs(name).splitlines() for host, name in containers.items()}
             for host, lines in logs.items():
                 (run_folder / host / "log").write_text("\n".join(lines))
             docker("rm", "-f", *names, check=False)
         for thread in feeders:
             thread.join(timeout=10)
-        done = Run(statuses, logs, run_folder, interrupt_after_checkpoint)
+        done = Run(statuses, logs, run_folder)
         self._keep_checkpoints(done)
         if not interrupt_after_checkpoint and all(status == 0 for status in statuses.values()):
             self._pack(done)
@@ -140,10 +140,9 @@ class TrainingJob:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps(content, default=str))
         if "CheckpointConfig" in self.request:
-            local = ml / Path(contract.checkpoint_path(self.request)).relative_to("/opt/ml")
-            local.mkdir(parents=True, exist_ok=True)
+            (ml / self.checkpoints).mkdir(parents=True, exist_ok=True)
             uri = self.request["CheckpointConfig"]["S3Uri"]
-            self.s3.download(uri, self.s3.keys(uri), local)
+            self.s3.download(uri, self.s3.keys(uri), ml / self.checkpoints)
         pipes = []
         index = self.hosts.index(host)
         for channel in contract.channels(self.request):
@@ -167,10 +166,9 @@ class TrainingJob:
 
     def _await_checkpoint(self, run_folder: Path, names: list[str], timeout: float) -> None:
         """Until a host has a checkpoint (or a container has ended: the job, not the stand-in, stopped it)."""
-        local = Path(contract.checkpoint_path(self.request)).relative_to("/opt/ml")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if any(any((run_folder / host / "ml" / local).glob("ckpt-*")) for host in self.hosts):
+            if any(any((run_folder / host / "ml" / self.checkpoints).glob("ckpt-*")) for host in self.hosts):
                 return
             running = docker("ps", "-q", *[a for name in names for a in ("--filter", f"name=^{name}$")]).stdout.split()
             if len(running) < len(names):
@@ -181,9 +179,8 @@ class TrainingJob:
     def _keep_checkpoints(self, done: Run) -> None:
         if "CheckpointConfig" not in self.request:
             return
-        local = Path(contract.checkpoint_path(self.request)).relative_to("/opt/ml")
         for host in self.hosts:
-            self.s3.upload(done.ml(host) / local, self.request["CheckpointConfig"]["S3Uri"])
+            self.s3.upload(done.ml(host) / self.checkpoints, self.request["CheckpointConfig"]["S3Uri"])
 
     def _output(self, name: str) -> str:
         """Where SageMaker puts the job's `name` (model.tar.gz, output.tar.gz): under its output path."""
@@ -282,25 +279,8 @@ def _interrupt(containers: Mapping[str, str], gate: EpochGate) -> dict[str, Opti
         docker("kill", "--signal", "TERM", name, check=False)
     time.sleep(1)  # the signal on its way to the ranks before their next data
     gate.allow(2)
-    statuses = _wait(containers, STOP_GRACE_S)
+    statuses = wait_containers(containers, STOP_GRACE_S)
     for host, status in statuses.items():
         if status is None:
             docker("kill", containers[host], check=False)
     return statuses
-
-
-def _wait(containers: Mapping[str, str], timeout: float) -> dict[str, Optional[int]]:
-    """Each host's container's exit status, by host; None for one still running at the deadline."""
-    deadline = time.monotonic() + timeout
-    statuses: dict[str, Optional[int]] = {}
-    for host, name in containers.items():
-        try:
-            statuses[host] = int(docker("wait", name, timeout=max(1.0, deadline - time.monotonic())).stdout.strip())
-        except subprocess.TimeoutExpired:
-            statuses[host] = None
-    return statuses
-
-
-def _logs(name: str) -> list[str]:
-    done = docker("logs", name, check=False)
-    return (done.stdout + done.stderr).splitlines()

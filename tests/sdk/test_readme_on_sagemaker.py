@@ -79,10 +79,8 @@ def user_folder(image: str, s3_on_the_network: SageMakerS3, tmp_path_factory: py
 
 def _relay_uploads(folder: Path, store: S3Store) -> None:
     """What the SDK uploaded on its way to CreateTrainingJob (kept under `folder/s3`), into the S3 the job reads."""
-    kept = folder / "s3"
-    for path in sorted(p for p in kept.rglob("*") if p.is_file()):
-        bucket, key = path.relative_to(kept).parts[0], "/".join(path.relative_to(kept).parts[1:])
-        store.put(f"s3://{bucket}/{key}", path.read_bytes())
+    for bucket in sorted((folder / "s3").iterdir()):
+        store.upload(bucket, f"s3://{bucket.name}")
 
 
 def _tail(run, lines: int = 40) -> str:

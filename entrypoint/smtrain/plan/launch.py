@@ -237,9 +237,9 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
                                 tuple(c.name for c in config.channels if c.mode is InputMode.PIPE), part.pipes),
         pipes=part.pipes,
         demux=demux_specs(part.pipes, config.paths.input_data_dir, part.ranks_per_host, python,
-                             frozenset(c.name for c in config.channels
-                                       if c.mode is InputMode.PIPE and config.max_restarts > 0),
-                             relays(part.pipes, part.ranks_per_host, part.first_rank)),
+                          frozenset(c.name for c in config.channels
+                                    if c.mode is InputMode.PIPE and config.max_restarts > 0),
+                          relays(part.pipes, part.ranks_per_host, part.first_rank)),
         monitor=monitor_command(config, python, facts.num_gpus),
         report=report_command(config, python, timeline) if shape.role in (Role.SINGLE, Role.MASTER) else (),
         profiler_dir=profiler_folder(config),
