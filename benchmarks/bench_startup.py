@@ -7,7 +7,7 @@ Measures, interleaved in one run on the same /opt/ml tree and the same tiny prog
   oracle    sagemaker-training's `train` (5.1.4, requirements/common.txt)
 and prints medians, the overhead over plain python and the ratios. Then what a worker host adds to
 its start-up in an MPI job across hosts (sshd's own start is not new): its sshd's host key made, the
-job's key the master gives it checked and trusted (smtrain.run.ssh_keys), in the same run.
+job's key the master gives it checked and trusted (smtrain.starters.mpirun.keys), in the same run.
 
     /opt/smtrain/venv/bin/python benchmarks/bench_startup.py [--runs 30]
 """
@@ -62,7 +62,7 @@ def time_to_first_line(argv: list[str], env: dict[str, str], cwd: Path) -> float
 
 def worker_ssh_setup_ms(runs: int) -> float:
     """Median time of a worker's ssh steps: the host key made, the job's key checked and trusted."""
-    from smtrain.run.ssh_keys import make_host_key, make_job_key, trust_key
+    from smtrain.starters.mpirun.keys import make_host_key, make_job_key, trust_key
     from smtrain.wire.ssh_trust import parse_public_key
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -49,7 +49,7 @@ def test_each_job_trusts_its_own_key_only(make_cluster) -> None:
         assert job["rank0"]["environment"] == {} and job["rank1"]["environment"] == {}
         assert_outside_host_gets_the_system_settings(job["rank0"]["outside"])
     master_log, worker_log = cluster.hosts[0].stderr(), worker.stderr()
-    assert "worker algo-2 is ready: it trusts the job's ssh key" in master_log
+    assert "worker algo-2 joined the job: it trusts the job's ssh key" in master_log
     assert "trusting the job's ssh key (from the master)" in worker_log
     assert second["rank0"]["job_key"] not in master_log + worker_log  # never logged
 

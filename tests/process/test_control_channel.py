@@ -14,8 +14,9 @@ from smtrain.wire.rank_failure import RankFailure
 
 
 def _worker(port: int, host: str) -> socket.socket:
+    """A worker's `train` as the protocol has it: hello, and once welcomed, joined."""
     sock = socket.create_connection(("127.0.0.1", port), timeout=5)
-    sock.sendall(encode(MessageType.HELLO, host=host))
+    sock.sendall(encode(MessageType.HELLO, host=host) + encode(MessageType.JOINED))
     return sock
 
 
@@ -39,7 +40,7 @@ def test_a_silent_worker_is_lost_at_six_times_the_timeout_while_its_host_answers
         assert server.lost_hosts() == ["algo-2"]
         assert "worker algo-2 has said nothing for 1 s, but its host acknowledges this host's heartbeats" in "\n".join(logged)
         assert "lost worker algo-2: nothing heard for 6 s, though its host still acknowledged" in "\n".join(logged)
-        assert not any("algo-3" in line for line in logged if "ready" not in line), logged
+        assert not any("algo-3" in line for line in logged if "is here" not in line and "joined" not in line), logged
     finally:
         server.close()
         silent.close()

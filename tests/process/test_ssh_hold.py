@@ -1,4 +1,4 @@
-"""The master's held ssh connections (run/ssh_hold.py) where they cannot be had: an ssh that fails, no
+"""The master's held ssh connections (entrypoint/smtrain/starters/mpirun/holds.py) where they cannot be had: an ssh that fails, no
 ssh client at all, a stop asked for while one is still connecting - each said in the log, none keeps
 mpirun waiting, nothing left running. The connections themselves, shared by mpirun across a restart:
 tests/cluster/test_restart.py. A fake `ssh` on PATH plays the client here (each case in a process of
@@ -16,7 +16,7 @@ SCRIPT = """
 import os, signal, sys, time
 from smtrain.common.signals import SignalWaker
 from smtrain.proc.helpers import HelperGroup
-from smtrain.run.ssh_hold import SshHolds
+from smtrain.starters.mpirun.holds import SshHolds
 waker = SignalWaker()
 with HelperGroup() as helpers:
     holds = SshHolds(helpers, ["algo-9"])

@@ -15,7 +15,7 @@ while b"\n" not in data:
     data += conn.recv(4096)
 print("hello from", json.loads(data.split(b"\n")[0]).get("host"), flush=True)
 if mode == "malformed":
-    conn.sendall(b'{"type":"trust","key":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 root@elsewhere"}\n')
+    conn.sendall(b'{"type":"welcome","admission":"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5 root@elsewhere"}\n')
 deadline = time.monotonic() + 60
 while time.monotonic() < deadline:
     try:

@@ -18,6 +18,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("smtrain", "smtrain.common", "smtrain.errors", "smtrain.wire"),  # standard library only
     ("smtrain.config",),
     ("smtrain.data", "smtrain.proc"),
+    ("smtrain.starters",),  # the ways ranks start: the plan gives one, run/'s roles call its steps
     ("smtrain.plan", "smtrain.progress", "smtrain.profiler"),
     ("smtrain.pipes", "smtrain.metrics", "smtrain.s3", "smtrain.horovod_keras"),  # the user API, in the order its modules use each other
     ("smtrain.checkpoints", "sagemaker_tensorflow"),
@@ -308,7 +309,14 @@ def test_no_function_is_longer_than_80_lines() -> None:
     assert long == []
 
 
-def test_eight_in_ten_public_methods_have_a_docstring() -> None:
+def test_no_module_is_longer_than_350_lines() -> None:
+    """A module has one job a reader takes in at once; past 350 lines it has more than one."""
+    long = [f"{name}: {len(MODULES[name].read_text().splitlines())} lines" for name in MODULES
+            if name.startswith("smtrain") and len(MODULES[name].read_text().splitlines()) > 350]
+    assert long == []
+
+
+def test_85_in_100_public_methods_have_a_docstring() -> None:
     """Public methods of public classes say what they are for; an override is documented by the
     method it overrides in a class of the package (as `inspect.getdoc` reads it)."""
     classes = {node.name: node for name in MODULES for node in _tree(name).body if isinstance(node, ast.ClassDef)}
@@ -326,7 +334,7 @@ def test_eight_in_ten_public_methods_have_a_docstring() -> None:
                 if not method.name.startswith("_"):
                     public += 1
                     bare += not documented(cls, method.name)
-    assert public > 200 and bare <= public // 5, f"{bare} of {public} public methods without a docstring"
+    assert public > 300 and bare <= public * 15 // 100, f"{bare} of {public} public methods without a docstring"
 
 
 def test_checkpoint_storage_takes_no_signal_and_calls_no_collective() -> None:
@@ -338,3 +346,53 @@ def test_checkpoint_storage_takes_no_signal_and_calls_no_collective() -> None:
         assert not {"signal", "running_horovod", "allreduce", "allgather_object", "broadcast_object"} & words, name
     for name in ("smtrain.checkpoints.stop", "smtrain.checkpoints.shared"):
         assert not {"write_bytes", "fsync", "rename", "rmtree"} & _code_words(name), name
+
+
+# -- how ranks start -----------------------------------------------------------------------------------------
+MPI_WORD = re.compile(r"mpirun|sshd|ompi_|(?<![a-z])ssh")
+# Where MPI and its ssh machinery may be named: the kind, the mpirun command, the starter's own package (its
+# sshd, keys and held connections), the key format on the wire, and the one rank-side module that reads
+# Open MPI's rank variables.
+MPI_HOMES = ("smtrain.plan.kinds.mpi", "smtrain.plan.mpirun_command", "smtrain.starters.mpirun", "smtrain.wire.ssh_trust",
+             "smtrain.rank.launcher")
+
+
+def _all_strings(name: str) -> set[int]:
+    """The string constants of a module's `__all__` (a package naming its submodules names no tool)."""
+    return {id(c) for node in _tree(name).body if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets)
+            for c in ast.walk(node.value) if isinstance(c, ast.Constant)}
+
+
+def _home(name: str) -> str:
+    return next((home for home in MPI_HOMES if name == home or name.startswith(home + ".")), name)
+
+
+def test_mpi_is_named_in_five_homes_at_most() -> None:
+    """MPI (mpirun, sshd, ssh, OMPI_) in code - identifiers and strings, not docstrings, comments or
+    `__all__` - only in its homes, a package counted once."""
+    naming = set()
+    for name in MODULES:
+        skip = _all_strings(name)
+        words = {w for w in _code_words(name)} - {c.value.lower() for c in ast.walk(_tree(name))
+                                                   if isinstance(c, ast.Constant) and id(c) in skip}
+        if any(MPI_WORD.search(w) for w in words):
+            naming.add(_home(name))
+    assert naming <= set(MPI_HOMES) and len(naming) <= 5, sorted(naming - set(MPI_HOMES))
+
+
+def test_master_and_worker_branch_on_no_way_of_starting_ranks() -> None:
+    """The roles call the plan's rank starter's steps (smtrain.starters.base.RankStarter): no condition of
+    theirs reads the starter, and they name no starter of their own."""
+    starters = {node.name for name in MODULES if name.startswith("smtrain.starters.") for node in _tree(name).body
+                if isinstance(node, ast.ClassDef)}
+    for name in ("smtrain.run.master", "smtrain.run.worker"):
+        tree = _tree(name)
+        tests = [n.test for n in ast.walk(tree) if isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert))]
+        tests += [cond for n in ast.walk(tree) if isinstance(n, ast.comprehension) for cond in n.ifs]
+        read = [ast.unparse(t) for t in tests
+                if any(isinstance(n, ast.Attribute) and n.attr == "starter" or isinstance(n, ast.Name) and n.id == "starter"
+                       for n in ast.walk(t))]
+        assert read == [], (name, read)
+        named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & (starters - {"RankStarter", "MasterSide", "WorkerSide"})
+        assert named == set(), (name, named)

@@ -7,7 +7,7 @@ import pytest
 from smtrain.config.load import InputMode, load_config
 from smtrain.errors import ConfigError
 from smtrain.config.hostfacts import HostFacts
-from smtrain.plan.mpirun import NetworkFacts
+from smtrain.plan.mpirun_command import NetworkFacts
 from smtrain.plan.launch import Role, plan_launch
 from tests.support import make_tree
 

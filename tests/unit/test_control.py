@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from smtrain.wire.control_protocol import MAX_MESSAGE, LineReader, MessageType, encode
+from smtrain.wire.control_protocol import FIELDS, MAX_MESSAGE, LineReader, MessageType, decode, encode
 
 
 @pytest.fixture
@@ -19,7 +19,7 @@ def pair():
 
 def test_messages_split_anywhere_arrive_whole_and_in_order(pair) -> None:
     writer, reader_sock = pair
-    data = (encode(MessageType.START) + encode(MessageType.SIGNAL, signum=15)
+    data = (encode(MessageType.START, token="t", attempt=0) + encode(MessageType.SIGNAL, signum=15)
             + encode(MessageType.END, status=3, reason="RuntimeError: boom\nline two ü"))
     for i in range(len(data)):  # one byte per send: the reader must reassemble lines
         writer.sendall(data[i:i + 1])
@@ -47,6 +47,27 @@ def test_garbage_and_unknown_types_are_invalid_not_errors(pair) -> None:
     writer.sendall(b"not json\n[1, 2]\n{\"type\": \"reboot\"}\n{\"no\": \"type\"}\n")
     reader = LineReader(reader_sock)
     assert [reader.read(timeout=5).type for _ in range(4)] == [MessageType.INVALID] * 4
+
+
+@pytest.mark.parametrize("line,why", [
+    (b'{"type": "done"}', "done: no field 'status'"),
+    (b'{"type": "done", "status": "0"}', "done: field 'status' is str"),
+    (b'{"type": "signal", "signum": true}', "signal: field 'signum' is bool"),
+    (b'{"type": "ready", "attempt": 1, "refused": 3}', "ready: field 'refused' is int"),
+    (b'{"type": "welcome", "admission": ["ssh-ed25519", "AAAA"]}', "welcome: field 'admission' is list"),
+])
+def test_a_message_whose_fields_do_not_fit_its_type_is_invalid_and_says_why(line: bytes, why: str) -> None:
+    """Fields are checked once, where a message is decoded (FIELDS): a receiver takes them as they are."""
+    assert decode(line) == (MessageType.INVALID, {"why": why})
+
+
+def test_every_message_type_has_its_fields_and_what_fits_them_decodes_as_sent() -> None:
+    assert set(FIELDS) == set(MessageType)
+    sent = encode(MessageType.READY, attempt=2) + encode(MessageType.PROGRESS, token="t", host="algo-1", rank=3, steps=9,
+                                                        extra="kept")
+    ready, progress = (decode(line) for line in sent.splitlines())
+    assert ready == (MessageType.READY, {"attempt": 2})  # an optional field may be absent
+    assert progress.type is MessageType.PROGRESS and progress.fields["extra"] == "kept"  # others pass through
 
 
 def test_silence_times_out_and_an_endless_line_is_refused(pair) -> None:

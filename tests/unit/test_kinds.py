@@ -12,11 +12,12 @@ import smtrain.plan.kinds as kinds
 from smtrain.config.load import load_config
 from smtrain.config.model import TrainingConfig
 from smtrain.errors import ConfigError
-from smtrain.plan.coordination import JobEnd, RankStarter
 from smtrain.plan.kind import HostPart, Kind, KindInputs
 from smtrain.plan.kinds.mpi import MPI
 from smtrain.plan.kinds.single import SINGLE
 from smtrain.plan.launch import LaunchPlan, Role, dumps, plan_launch
+from smtrain.starters.base import JobEnd
+from smtrain.starters.every_host import EveryHost
 from smtrain.wire.contract import RankContract
 from tests.support import make_tree
 from tests.unit.test_plan import FACTS
@@ -47,7 +48,7 @@ class RingAllreduce(Kind):
             contract=RankContract(shape.master, config.control_port, "", config.grace_period_s, pipes),
             program_rank=rank, ranks=tuple((h, i) for i, h in enumerate(shape.hosts)),
             program_name=f"{given.launch.program_path} (ring member {rank})", start_line=f"host {here}: ring member {rank}",
-            starter=RankStarter.EVERY_HOST, end=JobEnd.EVERY_PROGRAM)
+            starter=EveryHost(JobEnd.EVERY_PROGRAM))
         argv = (given.python, "-m", "smtrain.rank", "--", *given.launch.argv)
         return HostPart(argv, given.base_env(pipes), pipes, 1, coordination)
 
@@ -73,9 +74,9 @@ def test_a_new_kind_needs_its_module_and_its_table_row_only(tmp_path: Path, with
     assert master.env_set["RING_HOSTS"] == "algo-1,algo-2,algo-3"
     coordination = worker.coordination
     assert coordination is not None and coordination.workers == ("algo-2", "algo-3") and coordination.program_rank == 2
-    assert coordination.starter is RankStarter.EVERY_HOST and coordination.master == "algo-1"
+    assert isinstance(coordination.starter, EveryHost) and coordination.master == "algo-1"
     shown = json.loads(dumps(master))
-    assert shown["distribution"] == "ring-allreduce" and shown["coordination"]["starter"] == "every-host"
+    assert shown["distribution"] == "ring-allreduce" and shown["coordination"]["starter"]["name"] == "every-host"
     assert not [a for a in worker.argv if FLAG in a]  # the kind's flag is the toolkit's, no program argument
     # on one host the kind does not run: the program on its own, with the kind's environment still set
     alone = _plan(tmp_path / "one", {FLAG: "true"}, ("algo-1",), "algo-1")

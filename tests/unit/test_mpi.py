@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from smtrain.plan.mpirun import MpiLayout, NetworkFacts, choose_interface, is_exported, layout, mpirun_command
+from smtrain.plan.mpirun_command import MpiLayout, NetworkFacts, choose_interface, is_exported, layout, mpirun_command
 
 NET = NetworkFacts(interfaces=("eth0", "lo"), default_route_interface="eth0", efa_present=False)
 EFA_NET = NetworkFacts(interfaces=("eth0", "lo"), default_route_interface="eth0", efa_present=True)
@@ -142,7 +142,7 @@ def test_a_user_option_that_contradicts_a_default_replaces_it() -> None:
 
 def test_ranks_on_a_cpu_host_are_bound_to_cpus_of_their_own() -> None:
     """P ranks on C CPUs without GPUs: each bound to C/P hardware threads, as the rank launcher splits threads."""
-    from smtrain.plan.mpirun import cpus_per_rank
+    from smtrain.plan.mpirun_command import cpus_per_rank
 
     ml = "ml.c5.18xlarge"
     assert cpus_per_rank(2, 2, 0, ml) == 1 and cpus_per_rank(4, 72, 0, ml) == 18 and cpus_per_rank(3, 8, 0, ml) == 2

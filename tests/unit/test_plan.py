@@ -9,8 +9,8 @@ import pytest
 from smtrain.config.load import load_config
 from smtrain.config.model import CodeFacts, HostFacts, NetworkFacts
 from smtrain.errors import ConfigError
-from smtrain.plan.coordination import RankStarter
-from smtrain.plan.launch import Role, dumps, plan_launch
+from smtrain.plan.launch import LaunchPlan, Role, dumps, plan_launch
+from smtrain.starters.mpirun.starter import Mpirun
 from smtrain.wire.pipe_assignment import PipeMode
 from smtrain.wire.contract import RANK_CONTRACT_ENV, RankContract
 from tests.support import make_tree
@@ -47,9 +47,11 @@ def test_master_runs_mpirun_with_the_rank_launcher_and_one_contract(tmp_path: Pa
     assert (contract.control_host, contract.control_port, contract.token) == ("algo-1", 7100, "t" * 32)
     assert [(p.channel, p.mode) for p in contract.pipes] == [("train", PipeMode.DEMUX)]
     assert RankContract.from_json(contract.to_json()) == contract
-    assert plan.coordination is not None and plan.coordination.sshd_argv == () and plan.coordination.control_bind == "0.0.0.0"
+    assert plan.coordination is not None and plan.coordination.control_bind == "0.0.0.0"
+    starter = plan.coordination.starter
+    assert isinstance(starter, Mpirun) and starter.sshd is None  # the master serves no sshd
     # the master's train makes the job's key in /run/smtrain/ssh, where mpirun's ssh finds it (docker/ssh_config)
-    assert plan.coordination.ssh_dir == "/run/smtrain/ssh"
+    assert starter.ssh_dir == "/run/smtrain/ssh"
     assert len(plan.demux) == 1 and plan.monitor
     assert plan.argv[plan.argv.index("--bind-to") + 1] == "none"  # CPUs the ranks may use: unknown
 
@@ -58,14 +60,17 @@ def test_where_restarts_are_asked_for_every_mpirun_shares_the_masters_held_ssh_c
     def mca(argv: tuple[str, ...]) -> dict[str, str]:
         return {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--mca"}
 
+    def held(plan: LaunchPlan) -> tuple[str, ...]:
+        assert plan.coordination is not None and isinstance(plan.coordination.starter, Mpirun)
+        return plan.coordination.starter.held
+
     plan = _plan(tmp_path / "a", "algo-1", SMTRAIN_MAX_RESTARTS="1")
-    assert plan.coordination is not None and plan.coordination.ssh_held == ("algo-2",)
+    assert held(plan) == ("algo-2",)
     assert mca(plan.argv)["plm_rsh_args"] == "-oControlPath=/run/smtrain/ssh/mux-%n"
-    assert json.loads(dumps(plan))["coordination"]["ssh_held"] == ["algo-2"]
-    worker = _plan(tmp_path / "b", "algo-2", SMTRAIN_MAX_RESTARTS="1")
-    assert worker.coordination is not None and worker.coordination.ssh_held == ()
+    assert json.loads(dumps(plan))["coordination"]["starter"]["ssh_held"] == ["algo-2"]
+    assert held(_plan(tmp_path / "b", "algo-2", SMTRAIN_MAX_RESTARTS="1")) == ()
     plan = _plan(tmp_path / "c", "algo-1")  # no restarts: mpirun logs into the workers itself, as ever
-    assert plan.coordination is not None and plan.coordination.ssh_held == () and "plm_rsh_args" not in mca(plan.argv)
+    assert held(plan) == () and "plm_rsh_args" not in mca(plan.argv)
 
 
 def test_ranks_are_bound_to_the_cpus_this_host_lets_the_program_use(tmp_path: Path) -> None:
@@ -81,16 +86,18 @@ def test_worker_starts_sshd_as_planned_and_runs_no_program_itself(tmp_path: Path
     plan = _plan(tmp_path, "algo-2", SMTRAIN_SSHD_CONFIG="/etc/smtrain/sshd_config")
     assert plan.role is Role.WORKER and plan.argv == ()
     coordination = plan.coordination
-    assert coordination is not None and coordination.starter is RankStarter.MPIRUN  # the master's mpirun starts this host's ranks
+    assert coordination is not None
+    starter = coordination.starter  # the master's mpirun starts this host's ranks
+    assert isinstance(starter, Mpirun) and starter.sshd is not None and not starter.workers_run_programs
     # the container's own host key; the one key it accepts is the job's, which the master gives it
-    assert coordination.sshd_argv == ("/usr/sbin/sshd", "-D", "-e", "-f", "/etc/smtrain/sshd_config", "-p", "2222",
-                              "-h", "/run/smtrain/ssh/host_ed25519_key",
-                              "-o", "AuthorizedKeysFile=/run/smtrain/ssh/authorized_keys")
-    assert coordination.sshd_port == 2222 and coordination.ssh_dir == "/run/smtrain/ssh"
+    assert starter.sshd.argv == ("/usr/sbin/sshd", "-D", "-e", "-f", "/etc/smtrain/sshd_config", "-p", "2222",
+                                 "-h", "/run/smtrain/ssh/host_ed25519_key",
+                                 "-o", "AuthorizedKeysFile=/run/smtrain/ssh/authorized_keys")
+    assert starter.sshd.port == 2222 and starter.ssh_dir == "/run/smtrain/ssh"
     assert coordination.master == "algo-1" and coordination.control_port == 7100
     assert len(plan.demux) == 1  # this host's ranks read the channel through its own demultiplexer
     shown = json.loads(dumps(plan))
-    assert shown["role"] == "worker" and shown["coordination"]["sshd"] == list(coordination.sshd_argv)
+    assert shown["role"] == "worker" and shown["coordination"]["starter"]["sshd"] == list(starter.sshd.argv)
 
 
 def test_the_dry_run_plan_masks_secret_values(tmp_path: Path) -> None:
@@ -114,8 +121,8 @@ def test_a_tarball_is_planned_from_the_gathered_facts(tmp_path: Path) -> None:
                                         ("SMTRAIN_SSHD_CONFIG", "relative/sshd_config"), ("SM_CONTROL_PORT", "0")])
 def test_bad_toolkit_variables_are_config_errors_naming_them(tmp_path: Path, name: str, value: str) -> None:
     tree = make_tree(tmp_path, hosts=HOSTS, hyperparameters=MPI)
-    with pytest.raises(ConfigError, match=name):
-        load_config(tree.env(**{name: value}))
+    with pytest.raises(ConfigError, match=name):  # on every host of an MPI job, when its plan is made
+        plan_launch(load_config(tree.env(**{name: value})), FACTS, "/venv/bin/python", token="t" * 32)
 
 
 def test_heartbeat_timeout_is_read_and_bounded(tmp_path: Path) -> None:

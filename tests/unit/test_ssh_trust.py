@@ -12,7 +12,8 @@ import pytest
 
 from smtrain.config.load import load_config
 from smtrain.plan.launch import plan_launch
-from smtrain.run.ssh_keys import make_host_key, make_job_key, trust_key
+from smtrain.starters.mpirun.keys import make_host_key, make_job_key, trust_key
+from smtrain.starters.mpirun.starter import Mpirun
 from smtrain.wire.ssh_trust import (AUTHORIZED_KEYS, CLIENT_CONFIG, HOST_KEY, JOB_KEY, SSH_DIR, client_config,
                                     parse_public_key)
 from tests.support import make_tree
@@ -84,7 +85,9 @@ def test_the_files_are_root_only_new_for_each_job_and_the_worker_trusts_one_key(
 def test_a_one_host_mpi_job_makes_no_key(tmp_path: Path) -> None:
     tree = make_tree(tmp_path, hosts=("algo-1",), current_host="algo-1", hyperparameters=MPI)
     plan = plan_launch(load_config(tree.env()), FACTS, "/venv/bin/python", token="t" * 32)
-    assert plan.coordination is not None and plan.coordination.ssh_dir == ""
+    assert plan.coordination is not None
+    starter = plan.coordination.starter
+    assert isinstance(starter, Mpirun) and starter.ssh_dir == "" and starter.admission(()) == ""
 
 
 def test_the_images_sshd_names_no_key_and_its_ssh_client_only_includes_the_jobs_settings() -> None:

@@ -2,4 +2,4 @@
 signals as loop events, and the Linux process calls Python's os module lacks."""
 
 # Submodules are imported where they are used, never here: a process loads only what its role needs.
-__all__ = ["console", "frameworks", "linux", "signals"]
+__all__ = ["atomic_file", "console", "frameworks", "linux", "signals"]

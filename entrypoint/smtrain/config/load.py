@@ -21,8 +21,6 @@ from .defaults import (
     DEFAULT_CONTROL_PORT,
     DEFAULT_GRACE_PERIOD_S,
     DEFAULT_MONITOR_INTERVAL_MS,
-    DEFAULT_SSHD_CONFIG,
-    DEFAULT_SSHD_PORT,
     DEFAULT_STALL_TIMEOUT_S,
     HEARTBEAT_S,
     HEARTBEAT_TIMEOUT_S,
@@ -30,9 +28,9 @@ from .defaults import (
 )
 from .modeltrainer import read_model_trainer
 from .profiling import profiling_of
-from .setting_values import whole_number
+from .setting_values import tcp_port, whole_number
 from .model import (
-    Channel, InputMode, InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, SshdSettings, TrainingConfig,
+    Channel, InputMode, InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, TrainingConfig,
 )
 
 __all__ = ["load_config"]
@@ -264,15 +262,6 @@ def _duration(decoded: Mapping[str, Any], environ: Mapping[str, str], hp: str, e
     return value
 
 
-def _port(environ: Mapping[str, str], name: str, default: int) -> int:
-    raw = environ.get(name)
-    if raw is None:
-        return default
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
-        raise ConfigError(f"environment variable {name}: expected a TCP port 1-65535, got {raw!r}")
-    return int(raw)
-
-
 def _optional_path(raw: dict, name: str, where: str) -> Optional[Path]:
     value = _field(raw, name, str, where, required=False)
     if value is not None and not value.startswith("/"):
@@ -287,13 +276,6 @@ def _heartbeat_timeout(decoded: Mapping[str, Any], environ: Mapping[str, str], w
         raise ConfigError(f"{where}: the heartbeat timeout must be at least {3 * HEARTBEAT_S:g} s "
                           f"(heartbeats go every {HEARTBEAT_S:g} s), got {timeout:g}")
     return timeout
-
-
-def _sshd(environ: Mapping[str, str]) -> SshdSettings:
-    config = environ.get("SMTRAIN_SSHD_CONFIG") or DEFAULT_SSHD_CONFIG
-    if not config.startswith("/"):
-        raise ConfigError(f"environment variable SMTRAIN_SSHD_CONFIG: expected an absolute path, got {config!r}")
-    return SshdSettings(config=config, port=_port(environ, "SMTRAIN_SSHD_PORT", DEFAULT_SSHD_PORT))
 
 
 def _monitor_interval(decoded: Mapping[str, Any], environ: Mapping[str, str], profiler: dict, where: str) -> Optional[float]:
@@ -356,8 +338,7 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
                                 DEFAULT_GRACE_PERIOD_S, str(hp_path)),
         peer_wait_s=_duration(decoded, environ, "sagemaker_peer_wait_seconds", "SM_PEER_WAIT_SECONDS",
                              default_peer_wait_s(len(resources.hosts)), str(hp_path)),
-        control_port=_port(environ, "SM_CONTROL_PORT", DEFAULT_CONTROL_PORT),
-        sshd=_sshd(environ),
+        control_port=tcp_port(environ, "SM_CONTROL_PORT", DEFAULT_CONTROL_PORT),
         heartbeat_timeout_s=_heartbeat_timeout(decoded, environ, str(hp_path)),
         stall_timeout_s=_duration(decoded, environ, "sagemaker_stall_timeout_seconds", "SM_STALL_TIMEOUT_SECONDS",
                                   DEFAULT_STALL_TIMEOUT_S, str(hp_path)),

@@ -12,7 +12,7 @@ from .profiling import Profiling
 
 __all__ = [
     "Channel", "CodeFacts", "HostFacts", "InputMode", "InstanceGroup", "MpiSettings", "NetworkFacts", "Paths",
-    "ProgramSpec", "Resources", "SshdSettings", "TrainingConfig",
+    "ProgramSpec", "Resources", "TrainingConfig",
 ]
 
 
@@ -29,45 +29,56 @@ class Paths(NamedTuple):
 
     @property
     def input_dir(self) -> Path:
+        """input/: the config files and the channels"""
         return self.base / "input"
 
     @property
     def input_config_dir(self) -> Path:
+        """input/config/: SageMaker's JSON files"""
         return self.base / "input" / "config"
 
     @property
     def input_data_dir(self) -> Path:
+        """input/data/: a folder (File) or FIFOs (Pipe) per channel"""
         return self.base / "input" / "data"
 
     @property
     def model_dir(self) -> Path:
+        """model/: what SageMaker packs into model.tar.gz"""
         return self.base / "model"
 
     @property
     def code_dir(self) -> Path:
+        """code/: the program, unpacked where it came as a tarball"""
         return self.base / "code"
 
     @property
     def output_dir(self) -> Path:
+        """output/"""
         return self.base / "output"
 
     @property
     def output_data_dir(self) -> Path:
+        """output/data/: what SageMaker packs into output.tar.gz"""
         return self.base / "output" / "data"
 
     @property
     def output_intermediate_dir(self) -> Path:
+        """output/intermediate/: uploaded while the job runs"""
         return self.base / "output" / "intermediate"
 
     @property
     def failure_file(self) -> Path:
+        """output/failure: the failure reason SageMaker shows"""
         return self.base / "output" / "failure"
 
     @property
     def success_file(self) -> Path:
+        """output/success: left by a job that succeeded"""
         return self.base / "output" / "success"
 
     def config_file(self, name: str) -> Path:
+        """input/config/`name`."""
         return self.input_config_dir / name
 
 
@@ -127,7 +138,6 @@ class TrainingConfig(NamedTuple):
     model_trainer_mpi: Optional[MpiSettings]  # SDK v3 ModelTrainer's distributed=MPI(...), which asks for MPI
     checkpoint_dir: Path
     tensorboard_dir: Optional[Path]  # tensorboardoutputconfig.json LocalPath (SageMaker uploads it to S3)
-    sshd: "SshdSettings"  # what a worker host starts for mpirun to reach it
     grace_period_s: float
     peer_wait_s: float  # how long the master waits for workers, and workers for the master
     control_port: int  # the master's control channel (smtrain.run.control_server)
@@ -140,17 +150,13 @@ class TrainingConfig(NamedTuple):
 
     @property
     def user_hyperparameters(self) -> dict[str, Any]:
+        """The hyperparameters that become the program's arguments (config.hyperparameters)."""
         return hps.user_hyperparameters(self.hyperparameters)
 
     @property
     def framework_parameters(self) -> dict[str, Any]:
+        """`sagemaker_*` hyperparameters other than the fixed toolkit names (SM_FRAMEWORK_PARAMS)."""
         return hps.framework_parameters(self.hyperparameters)
-
-
-class SshdSettings(NamedTuple):
-    """The sshd a worker starts for mpirun."""
-    config: str  # SMTRAIN_SSHD_CONFIG, default /etc/ssh/sshd_config
-    port: int  # SMTRAIN_SSHD_PORT, default 22
 
 
 class NetworkFacts(NamedTuple):

@@ -3,4 +3,4 @@ command, each environment variable, helpers, FIFOs). Nothing here starts a proce
 `train --dry-run` prints the plan."""
 
 # Submodules are imported where they are used, never here: a process loads only what its role needs.
-__all__ = ["fifo_plan", "launch", "mpirun", "program", "shape", "smenv"]
+__all__ = ["fifo_plan", "launch", "mpirun_command", "program", "shape", "smenv"]

@@ -60,7 +60,7 @@ class KindInputs(NamedTuple):
             master=shape.master, workers=shape.workers,
             control_bind="0.0.0.0" if len(shape.hosts) > 1 else "127.0.0.1", control_port=config.control_port,
             peer_wait_s=config.peer_wait_s, heartbeat_timeout_s=config.heartbeat_timeout_s,
-            sshd_argv=(), sshd_port=0, ssh_dir="", ssh_held=(), contract=None, program_rank=0, companions=(), rank_names={},
+            contract=None, program_rank=0, companions=(), rank_names={},
         )
         return Coordination(**{**common, **decided})
 

@@ -3,4 +3,4 @@ started are gone), output relays, the toolkit's helper processes and a rank's pr
 `train` (smtrain.run) and by the rank launcher (smtrain.rank) alike."""
 
 # Submodules are imported where they are used, never here: a process loads only what its role needs.
-__all__ = ["helpers", "rank_progress", "streams", "supervise"]
+__all__ = ["helpers", "oom", "rank_progress", "streams", "supervise"]

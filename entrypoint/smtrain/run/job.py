@@ -19,7 +19,6 @@ import shutil
 import signal
 import subprocess
 import time
-from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from ..common import linux

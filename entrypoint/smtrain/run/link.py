@@ -7,8 +7,8 @@ healthy worker look lost to the master. For the same reason the reader judges th
 only after a look at the socket found nothing: time spent blocked in a log line is not silence. A
 silent master whose host still acknowledges this host's heartbeats gets longer (smtrain.wire.liveness).
 
-In MPI jobs the master answers the hello with the job's ssh key (`trust`), which the worker trusts
-before it says `ready` for attempt 0. The master can stop this host's program at any time: `signal`
+The master answers the hello with `welcome` and what the job's rank starter gives a worker (the job's
+ssh key, for mpirun), which the worker's starter takes before it says `joined`. The master can stop this host's program at any time: `signal`
 (a shutdown signal it received:
 raised here as if this `train` had received it, so it is forwarded with the grace period), `abort`
 (the job fails: stop now) and `end` (the job is over, with its status). After a failed attempt it
@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Optional
+from typing import Any, Callable, Mapping, Optional
 
 from ..common.console import log
 from ..common.signals import SignalWaker
@@ -50,7 +50,7 @@ class MasterLink:
         self.token: Optional[str] = None
         self.attempt = -1  # the attempt the master last started
         self.restart_asked = 0  # the restart the master last asked for (0: none)
-        self.ssh_key: Optional[object] = None  # the job's ssh public key as the master gave it (`trust`), unchecked
+        self.admission: Optional[str] = None  # what the master's welcome gave this host
         self.abort_reason: Optional[str] = None
         self.end: Optional[JobOutcome] = None  # the job's outcome, as the master said
         self.lost: Optional[str] = None  # how the master was lost
@@ -74,12 +74,13 @@ class MasterLink:
                 self._changed.wait(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
         return self.token
 
-    def wait_key(self, deadline: float) -> Optional[object]:
-        """The job's ssh key once the master gives it; None when it gave none by `deadline` or the job ended first."""
+    def wait_welcome(self, deadline: float) -> Optional[str]:
+        """What the master's welcome gave this host, once it came; None when none came by `deadline` or the
+        job ended first."""
         with self._changed:
-            while self.ssh_key is None and not self.over() and time.monotonic() < deadline:
+            while self.admission is None and not self.over() and time.monotonic() < deadline:
                 self._changed.wait(timeout=max(0.0, min(0.5, deadline - time.monotonic())))
-            return self.ssh_key
+            return self.admission
 
     def over(self) -> bool:
         """Whether the job ended for this host: the master said so, or was lost."""
@@ -131,33 +132,39 @@ class MasterLink:
             self._handle(message)
 
     def _handle(self, message: Message) -> None:
-        fields = message.fields
-        if message.type is MessageType.START:
-            attempt = fields.get("attempt", 0)
-            with self._changed:
-                self.token = str(fields.get("token", ""))
-                self.attempt = attempt if isinstance(attempt, int) else 0
-                self.abort_reason = None  # an abort ended the attempt before; this one starts afresh
-                self._changed.notify_all()
-            log("the job started" if not self.attempt else f"the job started again (restart {self.attempt})")
-        elif message.type is MessageType.TRUST:
-            with self._changed:
-                self.ssh_key = fields.get("key", "")
-                self._changed.notify_all()
-        elif message.type is MessageType.RESTART and isinstance(fields.get("attempt"), int):
-            log(f"the master restarts the job in place (restart {fields['attempt']}): {fields.get('cause', '')}")
-            with self._changed:
-                self.restart_asked = fields["attempt"]
-                self._changed.notify_all()
-            self._waker.post()
-        elif message.type is MessageType.SIGNAL and isinstance(fields.get("signum"), int):
-            log(f"the master forwards signal {fields['signum']}")
-            os.kill(os.getpid(), fields["signum"])  # handled as our own: forwarded, grace period
-        elif message.type is MessageType.ABORT:
-            self._learn(abort=str(fields.get("reason", "")))
-        elif message.type is MessageType.END:
-            status = int(fields.get("status", FailureCause.INTERNAL_ERROR.exit_code))
-            self._learn(end=JobOutcome(status, told=str(fields.get("reason", ""))))
+        """One message from the master, to its handler (its fields were checked when it was decoded)."""
+        handler = self._handlers.get(message.type)
+        if handler is not None:
+            handler(message.fields)
+
+    @property
+    def _handlers(self) -> dict[MessageType, Callable[[Mapping[str, Any]], None]]:
+        return {MessageType.START: self._started, MessageType.WELCOME: self._welcomed, MessageType.RESTART: self._restart,
+                MessageType.SIGNAL: self._signal, MessageType.ABORT: lambda fields: self._learn(abort=fields["reason"]),
+                MessageType.END: lambda fields: self._learn(end=JobOutcome(fields["status"], told=fields["reason"]))}
+
+    def _started(self, fields: Mapping[str, Any]) -> None:
+        with self._changed:
+            self.token, self.attempt = fields["token"], fields["attempt"]
+            self.abort_reason = None  # an abort ended the attempt before; this one starts afresh
+            self._changed.notify_all()
+        log("the job started" if not self.attempt else f"the job started again (restart {self.attempt})")
+
+    def _welcomed(self, fields: Mapping[str, Any]) -> None:
+        with self._changed:
+            self.admission = fields["admission"]
+            self._changed.notify_all()
+
+    def _restart(self, fields: Mapping[str, Any]) -> None:
+        log(f"the master restarts the job in place (restart {fields['attempt']}): {fields['cause']}")
+        with self._changed:
+            self.restart_asked = fields["attempt"]
+            self._changed.notify_all()
+        self._waker.post()
+
+    def _signal(self, fields: Mapping[str, Any]) -> None:
+        log(f"the master forwards signal {fields['signum']}")
+        os.kill(os.getpid(), fields["signum"])  # handled as our own: forwarded, grace period
 
     def _learn(self, lost: Optional[str] = None, abort: Optional[str] = None, end: Optional[JobOutcome] = None) -> None:
         self.lost, self.abort_reason = lost or self.lost, abort or self.abort_reason

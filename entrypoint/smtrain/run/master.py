@@ -2,7 +2,8 @@
 workers, starts the job (and this host's companions), runs its own program under the stall watchdog,
 passes signals on to the ranks, ends the job early when it must (a host lost, a stall, a task failed
 where the plan says so), waits for the workers' programs where the job ends with every program, and
-decides the job's outcome, which every worker is told.
+decides the job's outcome, which every worker is told. What depends on how the ranks start, the plan's
+rank starter does (smtrain.starters): the master calls its steps and branches on none of its own.
 
 Whatever happens first of a task failing, a host lost or a stall ends the job at once: the workers
 are told `abort`, this host's program gets SIGTERM, SIGKILL ABORT_GRACE_S later (smtrain.proc.supervise)."""
@@ -12,15 +13,14 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import IO, Callable, Optional
+from typing import IO, Any, Callable, Optional
 
 from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS, WAKE, SignalWaker
 from ..config.defaults import ABORT_GRACE_S, PROFILE_WAIT_S, STACK_DUMP_WAIT_S
 from ..errors import PeersUnreachable, StartupFailed, ToolkitError
-from ..plan.coordination import Coordination, JobEnd, RankStarter
-from ..proc.rank_signals import signal_ranks, signal_ranks_once_started
-from ..proc.supervise import LEFTOVER_WAIT_S, ProcessResult, signal_tree, supervise
+from ..plan.coordination import Coordination
+from ..proc.supervise import LEFTOVER_WAIT_S, ProcessResult, supervise
 from ..wire.control_protocol import MessageType
 from ..wire.progress_file import Counts
 from .control_server import ControlServer
@@ -28,8 +28,6 @@ from .job import HostJob
 from .outcome import JobOutcome, JobView, decide, failure_text
 from .attempts import run_attempts
 from .restart_rule import Attempt, AttemptProgress
-from .ssh_hold import HOLD_WAIT_S, SshHolds
-from .ssh_keys import make_job_key
 from .stall import Stall, StallWatch
 from .watchdog import Watchdog
 
@@ -42,10 +40,10 @@ ABORT_WAIT_S = ABORT_GRACE_S + LEFTOVER_WAIT_S + 3.0
 
 def open_control(coordination: Coordination, token: str, waker: SignalWaker, dogs: list[Watchdog],
                  on_counts: Callable[[str, int, Counts], None] = lambda host, rank, counts: None,
-                 ssh_key: str = "") -> ControlServer:
+                 admission: str = "") -> ControlServer:
     """The master's control server, feeding what the ranks report to the stall watchdog in `dogs`
-    (once it runs) and to `on_counts`, giving each worker the job's `ssh_key`; StartupFailed naming
-    the port when it is taken."""
+    (once it runs) and to `on_counts`, giving each worker the rank starter's `admission` when it joins;
+    StartupFailed naming the port when it is taken."""
     def on_progress(host: str, rank: int, counts: Counts) -> None:
         on_counts(host, rank, counts)
         for dog in dogs:
@@ -59,15 +57,15 @@ def open_control(coordination: Coordination, token: str, waker: SignalWaker, dog
         return ControlServer(coordination.control_bind, coordination.control_port, token, log,
                              coordination.heartbeat_timeout_s,
                              on_lost=waker.post, on_progress=on_progress, on_waiting=on_waiting, on_news=waker.post,
-                             ssh_key=ssh_key)
+                             admission=admission, joined=coordination.starter.joined)
     except OSError as e:
         raise StartupFailed(f"cannot listen on the control port {coordination.control_bind}:{coordination.control_port}: "
                             f"{e.strerror} (set SM_CONTROL_PORT to a free port)") from None
 
 
 def await_workers(server: ControlServer, coordination: Coordination) -> None:
-    """Wait for every worker's hello (and, in MPI jobs, its trust in the job's ssh key); PeersUnreachable
-    (told to those that came) when one never came, StartupFailed when one came but did not take the key."""
+    """Wait until every worker has joined (said hello and taken its admission); PeersUnreachable (told to
+    those that came) when one never came, StartupFailed when one came but did not join."""
     if not coordination.workers:
         return
     wait_s = coordination.peer_wait_s
@@ -81,8 +79,7 @@ def await_workers(server: ControlServer, coordination: Coordination) -> None:
         error = PeersUnreachable(f"workers {', '.join(absent)} did not report within {wait_s:g} s "
                                  f"(their train must reach {coordination.master}:{coordination.control_port})")
     else:
-        error = StartupFailed(f"workers {', '.join(missing)} did not take the job's ssh key (see their log and "
-                              "output/failure): mpirun cannot reach them")
+        error = StartupFailed(coordination.starter.not_admitted(missing))
     server.end(int(error.exit_code), failure_text(error.cause, str(error)))
     raise error
 
@@ -139,9 +136,10 @@ class Master:
         self.job = job
         plan, coordination = job.plan, self.coordination
         job.start_helpers()
+        starter = coordination.starter
         self.server = open_control(coordination, job.token, job.waker, self.dogs,
                                    lambda host, rank, counts: self.progress.observe(host, rank, counts),
-                                   make_job_key(coordination.ssh_dir, coordination.workers) if coordination.ssh_dir else "")
+                                   starter.admission(coordination.workers))
         if plan.profiler_dir is not None and coordination.workers:
             from ..profiler.shipping import SHIP_CAP_BYTES
 
@@ -151,10 +149,10 @@ class Master:
         try:
             self.server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
             await_workers(self.server, coordination)
-            self.holds = SshHolds(job.helpers, coordination.ssh_held)
+            starter.master_begin(job.helpers)
             job.start_companions(job.token)
             outcome = run_attempts(self._attempt, self._restart, plan.restarts.max_restarts, job.waker)
-            self.holds.release()
+            starter.master_end()
             self.server.announce_end(outcome.status, outcome.reason)
             job.helpers.stop()  # this host's monitor writes its last samples while the workers pack theirs
             if plan.profiler_dir is not None and coordination.workers:
@@ -174,7 +172,7 @@ class Master:
             for host, rank in coordination.ranks:
                 watch.expect(host, rank)
             self.dogs.append(Watchdog(watch, self._stalled).start())
-        self.holds.wait_ready(time.monotonic() + HOLD_WAIT_S, job.waker)
+        coordination.starter.before_attempt(job.waker)
         log(coordination.start_line)
         try:
             result = supervise(plan.argv, job.program_env(job.token), plan.cwd, plan.grace_period_s, job.waker,
@@ -228,31 +226,36 @@ class Master:
         log(f"restart {number}: every host is ready after {time.monotonic() - began:.2f} s; starting the job again")
         return None
 
+    # -- what the rank starter's steps use of the master (smtrain.starters.base.MasterSide) ------------
     def forward(self, pid: int, signum: int) -> None:
-        """Pass a signal `train` received on to the job's processes, here and on the workers."""
-        if self.coordination.starter is RankStarter.MPIRUN:  # mpirun would not pass it on: to each rank's launcher
-            name = signal.Signals(signum).name
-            ranks = signal_ranks(pid, signum)
-            self.server.broadcast(MessageType.SIGNAL, signum=signum)
-            log(f"forwarded {name} to {ranks} local rank(s) and to every worker")
-            if not ranks and signum in SHUTDOWN_SIGNALS:  # mpirun is still starting them: they get it once there
-                signal_ranks_once_started(pid, signum, self.job.plan.grace_period_s,
-                                          lambda count: log(f"forwarded {name} to {count} local rank(s) once started"))
-            return
-        signal_tree(pid, signum, self.job.spared_pids)
-        if self.aborted is None:  # an abort's SIGTERM: the workers had `abort`, with its shorter grace
-            self.server.broadcast(MessageType.SIGNAL, signum=signum)
+        """Pass a signal `train` received on to the job's processes, here and on the workers (the starter
+        knows how)."""
+        self.coordination.starter.forward(self, pid, signum)
+
+    @property
+    def grace_period_s(self) -> float:
+        """How long the job's processes get between SIGTERM and SIGKILL."""
+        return self.job.plan.grace_period_s
+
+    def spared_pids(self) -> list[int]:
+        """This host's processes a signal to the program's tree must not reach (the toolkit's helpers)."""
+        return self.job.spared_pids
+
+    def tell_workers(self, message_type: MessageType, **fields: Any) -> None:
+        """Send a message to every worker connected now."""
+        self.server.broadcast(message_type, **fields)
+
+    def final_report_came(self) -> bool:
+        """Whether a rank's launcher reported its program's end as a failure."""
+        return self.server.has_reports(final=True)
+
+    def failed_program(self) -> Optional[tuple[str, int]]:
+        """The first worker whose own program ended non-zero, and its status."""
+        return self.server.failed_done()
 
     def after_program(self, result: ProcessResult) -> None:
-        """Once this host's program has ended: where the workers run programs of their own, a failed one
-        here ends the job, and the job waits for theirs when it ends with every program (or was aborted)."""
-        coordination = self.coordination
-        if coordination.starter is RankStarter.MPIRUN:
-            return  # mpirun's end is the job's
-        if result.exit_code != 0:
-            self.abort("the master's program failed")
-        if coordination.end is JobEnd.EVERY_PROGRAM or self.aborted:
-            self._await_workers_done()
+        """Once this host's program has ended: what the starter says follows it."""
+        self.coordination.starter.after_program(self, result)
 
     def abort(self, reason: str) -> None:
         """End the job early, once: the workers are told to stop their programs now."""
@@ -273,19 +276,13 @@ class Master:
             return f"lost worker host {lost[0]}"
         if self.dogs and self.dogs[0].stall is not None:
             return "the job stalled"
-        if self.coordination.starter is RankStarter.EVERY_HOST:  # under mpirun, a failed rank's launcher ends the job
-            if self.server.has_reports(final=True):
-                return "a task of the job failed"
-            failed = self.server.failed_done()
-            if failed:
-                return f"the program on host {failed[0]} ended with status {failed[1]}"
-        return None
+        return self.coordination.starter.task_failure(self)
 
     def _all_done(self) -> bool:
         finished = {*self.server.done_hosts(), *self.server.lost_hosts()}
         return all(w in finished for w in self.coordination.workers)
 
-    def _await_workers_done(self) -> None:
+    def await_workers_done(self) -> None:
         """Until every worker's program has ended (bounded once the job is aborted or asked to stop)."""
         waker, server = self.job.waker, self.server
         deadline: Optional[float] = None
@@ -310,17 +307,12 @@ class Master:
         self.server.tell_ranks(MessageType.STALL)
         threading.Timer(STACK_DUMP_WAIT_S, self.job.waker.post).start()
 
-    def _senders_gone(self, result: ProcessResult) -> bool:
-        """Whether every rank's launcher has ended with this host's program: mpirun's own end (not one by a
-        signal, which may leave the workers' launchers running for a moment)."""
-        return self.coordination.starter is RankStarter.MPIRUN and result.term_signal is None and result.started
-
     def _view(self, result: ProcessResult) -> JobView:
         stall = self.dogs[0].stall if self.dogs else None
-        # mpirun (or the program) may end while reports are in flight: wait for them when anything failed
-        # (once mpirun has ended of itself, for those already sent only: _senders_gone)
+        # the program (or its ranks' launcher) may end while reports are in flight: wait for them when anything failed
+        # (once every rank's launcher has ended, as the starter tells from the program's end, for those already sent only)
         report = self.server.first_report(max_wait_s=2.0 if result.exit_code or self.server.has_reports() else 0.0,
-                                          ranks=len(self.coordination.ranks), senders_gone=self._senders_gone(result))
+                                          ranks=len(self.coordination.ranks), senders_gone=self.coordination.starter.senders_gone(result))
         return JobView(
             program=result, program_name=self.coordination.program_name, script=str(self.job.plan.program.program_path),
             stall=stall.describe() if stall is not None else None, report=report,

@@ -8,12 +8,12 @@ A failure file the program wrote itself is kept.
 """
 from __future__ import annotations
 
-import os
 import re
 import signal
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Union
 
+from ..common.atomic_file import write_atomically
 from ..common.console import log
 from ..errors import FailureCause, ToolkitError
 from ..proc.supervise import ProcessResult
@@ -21,7 +21,7 @@ from ..wire.rank_failure import RankFailure, is_consequence
 
 __all__ = [
     "FileState", "JobOutcome", "JobView", "decide", "describe_program_failure", "failure_text", "python_exception",
-    "render", "report_failure", "report_success", "uncaught_exception_then_crash", "write_atomically",
+    "render", "report_failure", "report_success", "uncaught_exception_then_crash",
 ]
 
 FAILURE_FILE_LIMIT = 1024
@@ -247,16 +247,6 @@ def render(outcome: JobOutcome, failure_file: Path, at_start: FileState, success
     if not report_failure(failure_file, reason, at_start, redact):
         log(f"kept the failure file the program wrote, or could not write one: {failure_file}")
     return outcome.status
-
-
-def write_atomically(path: Path, text: str, mode: int = 0o666) -> None:
-    """Write `text` to `path` so that a reader sees all of it or nothing; a new file gets `mode` (less the
-    umask)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode), "w", encoding="utf-8") as f:
-        f.write(text)
-    os.replace(tmp, path)
 
 
 def report_failure(path: Path, text: str, at_start: FileState, redact: Callable[[str], str] = str) -> bool:

@@ -5,15 +5,17 @@ interval is never seen, and a worker cannot tell a finished job from a lost mast
 says so explicitly, over one TCP connection per worker, as newline-delimited JSON objects whose
 `type` is a `MessageType`:
 
-    worker -> master   hello {host}                 once sshd is up (MPI) or it is ready (TF strategy)
+    worker -> master   hello {host}                 once it serves what the job's rank starter needs (sshd, for mpirun)
+                       joined                       after `welcome`: this host took its admission (trusts the key)
                        heartbeat                    every HEARTBEAT_S
                        done {status}                TF strategy jobs: this host's program ended
-                       ready {attempt}              after `trust` (attempt 0): the job's key is trusted here;
-                                                    after `restart`: this host's part of the failed attempt is gone
+                       ready {attempt, refused?}    after `restart`: this host's part of the failed attempt is
+                                                    gone (or, `refused`, why it cannot take part in the next)
                        profile {data, last}         after `end`: this host's profiler files, a gzip'd tar
                                                     in base64 pieces of PROFILE_CHUNK bytes (smtrain.profiler.shipping)
-    master -> worker   trust {key}                  MPI jobs, answering hello: the job's ssh public key, the one
-                                                    key this worker's sshd may accept (smtrain.wire.ssh_trust)
+    master -> worker   welcome {admission}          answering hello: what the rank starter gives a worker (for
+                                                    mpirun the job's ssh public key, the one key this worker's
+                                                    sshd may accept: smtrain.wire.ssh_trust; else empty)
                        start {token, attempt}       mpirun starts; TF strategy jobs: start your program
                                                     (attempt 0, then one more for each in-job restart)
                        restart {attempt, cause}     the attempt failed and the job restarts in place: end your
@@ -48,8 +50,8 @@ from typing import Any, Mapping, NamedTuple, Optional
 MAX_MESSAGE = 64 * 1024
 PROFILE_CHUNK = 32 * 1024  # bytes of archive a `profile` message carries (base64: 43,692 characters)
 
-__all__ = ["ControlClient", "LineReader", "MAX_MESSAGE", "Message", "MessageType", "PROFILE_CHUNK", "connect", "decode",
-           "encode"]
+__all__ = ["ControlClient", "FIELDS", "LineReader", "MAX_MESSAGE", "Message", "MessageType", "PROFILE_CHUNK", "connect",
+           "decode", "encode", "misfit"]
 
 
 class MessageType(enum.Enum):
@@ -63,7 +65,8 @@ class MessageType(enum.Enum):
     PROFILE = "profile"
     ABORT = "abort"
     RESTART = "restart"
-    TRUST = "trust"
+    WELCOME = "welcome"
+    JOINED = "joined"
     READY = "ready"
     RANK_EXIT = "rank-exit"
     PROGRESS = "progress"
@@ -73,9 +76,48 @@ class MessageType(enum.Enum):
 
 
 class Message(NamedTuple):
-    """One control-channel message: its type and fields."""
+    """One control-channel message: its type and fields, as `FIELDS` says (checked by `decode`)."""
     type: MessageType
     fields: Mapping[str, Any]
+
+
+_INT, _STR, _BOOL, _NUMBER = (int,), (str,), (bool,), (int, float)
+# Each message type's fields and their JSON types, checked once where a message is decoded: a receiver
+# takes them as they are. A name ending in "?" may be absent; fields not named here pass through (a
+# rank report's: smtrain.wire.rank_failure.RankFailure.from_fields reads them).
+FIELDS: dict[MessageType, dict[str, tuple[type, ...]]] = {
+    MessageType.HELLO: {"host": _STR},
+    MessageType.WELCOME: {"admission": _STR},
+    MessageType.JOINED: {},
+    MessageType.HEARTBEAT: {},
+    MessageType.START: {"token": _STR, "attempt": _INT},
+    MessageType.DONE: {"status": _INT},
+    MessageType.RESTART: {"attempt": _INT, "cause": _STR},
+    MessageType.READY: {"attempt": _INT, "refused?": _STR},
+    MessageType.SIGNAL: {"signum": _INT},
+    MessageType.ABORT: {"reason": _STR},
+    MessageType.END: {"status": _INT, "reason": _STR},
+    MessageType.PROFILE: {"data": _STR, "last": _BOOL},
+    MessageType.RANK_EXIT: {"token": _STR},
+    MessageType.PROGRESS: {"token": _STR, "host": _STR, "rank": _INT, "steps": _INT, "beats?": _INT, "init?": _INT},
+    MessageType.WAITING: {"waits": (list,), "check_s": _NUMBER},
+    MessageType.STALL: {},
+    MessageType.INVALID: {},
+}
+
+
+def misfit(message_type: MessageType, fields: Mapping[str, Any]) -> Optional[str]:
+    """What is wrong with `fields` for `message_type` (FIELDS), if anything."""
+    for spec, types in FIELDS[message_type].items():
+        name = spec.rstrip("?")
+        if name not in fields:
+            if spec.endswith("?"):
+                continue
+            return f"{message_type.value}: no field '{name}'"
+        value = fields[name]
+        if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+            return f"{message_type.value}: field '{name}' is {type(value).__name__}"
+    return None
 
 
 def encode(message_type: MessageType, **fields: Any) -> bytes:
@@ -84,13 +126,15 @@ def encode(message_type: MessageType, **fields: Any) -> bytes:
 
 
 def decode(line: bytes) -> Message:
-    """A JSON line as a message; ValueError when it is not one."""
+    """A JSON line as a message, its fields checked (FIELDS); an INVALID message, saying why, when it is
+    not one."""
     try:
         raw = json.loads(line)
         message_type = MessageType(raw.pop("type"))
     except (ValueError, TypeError, KeyError, AttributeError):
-        return Message(MessageType.INVALID, {})
-    return Message(message_type, raw)
+        return Message(MessageType.INVALID, {"why": "not a control message"})
+    why = misfit(message_type, raw)
+    return Message(MessageType.INVALID, {"why": why}) if why else Message(message_type, raw)
 
 
 class LineReader:

@@ -4,18 +4,17 @@ the workers' sshd (a worker runs no program of its own). mpirun aborts the job i
 does. Signals reach the ranks through their launchers on each host (mpirun does not pass them on)."""
 from __future__ import annotations
 
-import os
 import shlex
 from pathlib import Path
 from typing import Optional
 
-from ...config.defaults import SSHD
 from ...config.model import MpiSettings, TrainingConfig
 from ...wire.contract import RANK_CONTRACT_ENV, RankContract, without_internals
-from ...wire.ssh_trust import AUTHORIZED_KEYS, CONTROL_PATH, HOST_KEY, SSH_DIR
-from ..coordination import JobEnd, RankStarter
+from ...starters.mpirun.sshd import sshd_command
+from ...starters.mpirun.starter import Mpirun
+from ...wire.ssh_trust import CONTROL_PATH, SSH_DIR
 from ..kind import HostPart, Kind, KindInputs
-from ..mpirun import cpus_per_rank, layout, mpirun_command
+from ..mpirun_command import cpus_per_rank, layout, mpirun_command
 from ..shape import Role
 
 __all__ = ["MPI", "Mpi", "plan_mpi"]
@@ -89,17 +88,11 @@ def plan_mpi(given: KindInputs) -> HostPart:
         )
         argv = command.argv
         env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
-    sshd = config.sshd
-    serves_sshd = shape.role is Role.WORKER
+    sshd = sshd_command(config.environ, *Mpirun.sshd_files(ssh_dir))  # its settings checked on every host
     coordination = given.coordination(
-        sshd_argv=(SSHD, "-D", "-e", "-f", sshd.config, "-p", str(sshd.port), "-h", os.path.join(ssh_dir, HOST_KEY),
-                   "-o", f"AuthorizedKeysFile={os.path.join(ssh_dir, AUTHORIZED_KEYS)}") if serves_sshd else (),
-        sshd_port=sshd.port if serves_sshd else 0,
-        ssh_dir=ssh_dir,
-        ssh_held=held,
         ranks=tuple((placed.hosts[rank // per_host], rank) for rank in range(placed.num_processes)),
         program_name=f"mpirun ({given.launch.program_path})",
         start_line=f"host {here}: starting {placed.num_processes} ranks on {', '.join(placed.hosts)}: {shlex.join(argv)}",
-        starter=RankStarter.MPIRUN, end=JobEnd.MASTER_PROGRAM,
+        starter=Mpirun(ssh_dir, sshd if shape.role is Role.WORKER else None, held),
     )
     return HostPart(argv, env_set, pipes, per_host, coordination, first_rank)

@@ -7,7 +7,9 @@ from typing import Mapping, Sequence
 
 from ...config.model import TrainingConfig
 from ...wire.contract import RankContract
-from ..coordination import Companion, JobEnd, RankStarter
+from ...starters.base import JobEnd
+from ...starters.every_host import EveryHost
+from ..coordination import Companion
 from ..kind import HostPart, KindInputs
 from ..tfconfig import Task
 
@@ -40,7 +42,7 @@ def plan_tf_cluster(given: KindInputs, programs: Sequence[Task], companions: Seq
         program_name=f"{path} ({program.describe()})",
         start_line=f"host {here}: starting {program.describe()}; {len(programs) + len(companions)} tasks "
                    f"on {len(shape.hosts)} hosts",
-        starter=RankStarter.EVERY_HOST, end=end,
+        starter=EveryHost(end),
     )
     argv = (given.python, "-m", "smtrain.rank", "--", *given.launch.argv)
     return HostPart(argv, {**given.base_env(pipes), **env_set}, pipes, 1, coordination)

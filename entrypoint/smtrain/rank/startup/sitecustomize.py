@@ -117,7 +117,7 @@ class _StepProfiler:
             from smtrain.profiler import hooks
             from smtrain.profiler.steps import StepRecorder
 
-            rank = os.environ.get("SM_RANK") or os.environ.get("OMPI_COMM_WORLD_RANK") or "0"
+            rank = os.environ.get("SM_RANK") or "0"  # the rank launcher sets it (from Open MPI's, under mpirun)
             recorder = StepRecorder(settings, int(rank) if rank.isdigit() else 0)
             recorder.register_exit()
             self.state = hooks.State(recorder)

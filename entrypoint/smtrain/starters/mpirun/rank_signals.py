@@ -8,7 +8,7 @@ import threading
 import time
 from typing import Callable
 
-from ..common import linux
+from ...common import linux
 
 __all__ = ["RANK_PARENTS", "signal_ranks", "signal_ranks_once_started"]
 

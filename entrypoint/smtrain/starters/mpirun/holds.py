@@ -1,7 +1,7 @@
 """The master's ssh connections to the workers, held for the whole job where restarts in place are asked
 for (OpenSSH's ControlMaster): every attempt's mpirun opens its sessions through them (its
-`-oControlPath`, plan/mpirun.py), so a restart skips ssh's key exchange and login to each worker -
-0.12 s of the 0.13 s an ssh session to a simulated host takes on the 2-core VM. Where a connection is
+`-oControlPath`, smtrain.plan.mpirun_command), so a restart skips ssh's key exchange and login to each worker,
+most of what an ssh session costs (benchmarks/bench_restart.py). Where a connection is
 missing or has died, mpirun's ssh connects on its own, as without them.
 
 Each connection is an `ssh -M -N` helper of this `train` (stopped with the others, or at once when the
@@ -13,10 +13,10 @@ import subprocess
 import time
 from typing import Sequence
 
-from ..common.console import log
-from ..common.signals import SignalWaker
-from ..proc.helpers import HelperGroup, stop_all
-from ..wire.ssh_trust import CONTROL_PATH, held_socket
+from ...common.console import log
+from ...common.signals import SignalWaker
+from ...proc.helpers import HelperGroup, stop_all
+from ...wire.ssh_trust import CONTROL_PATH, held_socket
 
 __all__ = ["HOLD_WAIT_S", "SshHolds"]
 

@@ -8,9 +8,9 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
-from ..errors import StartupFailed
-from ..wire.ssh_trust import AUTHORIZED_KEYS, CLIENT_CONFIG, HOST_KEY, JOB_KEY, client_config, parse_public_key
-from .outcome import write_atomically
+from ...common.atomic_file import write_atomically
+from ...errors import StartupFailed
+from ...wire.ssh_trust import AUTHORIZED_KEYS, CLIENT_CONFIG, HOST_KEY, JOB_KEY, client_config, parse_public_key
 
 __all__ = ["make_host_key", "make_job_key", "trust_key"]
 
