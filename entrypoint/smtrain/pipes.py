@@ -17,22 +17,18 @@ Horovod every local rank gets its own). The record format comes from `$SM_PIPE_F
 from __future__ import annotations
 
 import os
-import queue
-import shutil
 import sys
-import threading
 from array import array
-from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
 from . import progress
 from .common.frameworks import running_horovod
-from .common.scratch import make_scratch_dir, shm_folder
 from .data.fingerprints import fingerprint, to_bytes
 from .data.journal import ReadJournal
 from .data.native import NativePipes, native_pipes
 from .data.fifo import PipeError, open_fifo
-from .data.record_reader import CHUNK, CorruptRecord, RecordSplitter, write_spans
+from .data.record_reader import CHUNK, CorruptRecord, RecordSplitter
+from .data.spool import spool_chunks, spool_folder
 from .wire.pipe_assignment import PipeMode, channel_mode, consumed_handoff, pipe_variable
 from .wire.record_format import RecordFormat
 
@@ -210,90 +206,6 @@ def read_epochs(
         yield from records(channel, epoch, record_format, timeout, environ)
 
 
-def spool_chunks(
-    channel: str,
-    epochs: Sequence[int],
-    folder: Path,
-    chunk_bytes: int,
-    fmt: RecordFormat,
-    timeout: float,
-    environ: Mapping[str, str],
-    ahead: int = 2,
-    skip_corrupt: int = 0,
-) -> Iterator[str]:
-    """Copy whole, CRC-checked records from the FIFOs into chunk files of about `chunk_bytes` under
-    `folder` (a thread runs up to `ahead` chunks ahead); yield each file's name, deleting the one before.
-    At most `ahead` + 2 chunks exist at once."""
-    chunks: queue.Queue = queue.Queue(maxsize=ahead)
-    stop = threading.Event()
-
-    def spool() -> None:
-        index, out, size = 0, -1, 0
-        try:
-            for epoch in epochs:
-                fd, where = _open_epoch(channel, epoch, timeout, environ)
-                splitter = RecordSplitter(fmt, skip_corrupt=skip_corrupt)  # errors name the channel and epoch
-                try:
-                    while True:
-                        got = splitter.fill_from(fd)
-                        spans = splitter.frame_spans()
-                        if not spans:
-                            if got:
-                                continue  # not one whole record yet
-                            splitter.finish()  # the end of the epoch: raises for a truncated record
-                            break
-                        if out < 0:
-                            out = os.open(folder / f"chunk-{index:06d}.tfrecord", os.O_WRONLY | os.O_CREAT, 0o600)
-                        with splitter.view() as view:
-                            write_spans(out, view, spans)
-                        progress.alive()
-                        size += spans[-1][1] - spans[0][0]
-                        if size >= chunk_bytes:
-                            os.close(out)
-                            chunks.put(str(folder / f"chunk-{index:06d}.tfrecord"))
-                            index, out, size = index + 1, -1, 0
-                        if stop.is_set():
-                            return
-                except CorruptRecord as e:
-                    raise PipeError(f"{where}: {e}") from None
-                finally:
-                    os.close(fd)
-            if out >= 0:
-                os.close(out)
-                chunks.put(str(folder / f"chunk-{index:06d}.tfrecord"))
-            chunks.put(None)
-        except BaseException as e:  # handed to the consumer, who raises it after the records before it
-            if out >= 0:
-                os.close(out)
-                chunks.put(str(folder / f"chunk-{index:06d}.tfrecord"))
-            chunks.put(e)
-
-    threading.Thread(target=spool, name=f"pipe-spool-{channel}", daemon=True).start()
-    previous = None
-    try:
-        while (item := chunks.get()) is not None:
-            if isinstance(item, BaseException):
-                raise item
-            if previous:
-                os.unlink(previous)
-            previous = item
-            yield item
-    finally:
-        stop.set()
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def _spool_folder(channel: str) -> Path:
-    """A fresh folder in shared memory (a file system where it has room) for one dataset's chunks;
-    those a killed reader left are removed first (smtrain.common.scratch)."""
-    base = shm_folder()
-    try:
-        usable = base is not None and shutil.disk_usage(base).free > (256 << 20)
-    except OSError:
-        usable = False
-    return make_scratch_dir(f"smtrain-pipe-{channel}-", base if usable else None)
-
-
 def dataset(
     channel: str,
     epochs: int = 1,
@@ -353,9 +265,8 @@ def _records_dataset(native: Optional[NativePipes], channel: str, epochs: Epochs
     environ = {pipe_variable("", channel): prefix}
     if fmt is RecordFormat.TFRECORD:
         def chunk_names():
-            folder = _spool_folder(channel)
-            yield from spool_chunks(channel, list(epochs_now()), folder, chunk_mb << 20, fmt, timeout, environ,
-                                    skip_corrupt=skip_corrupt)
+            yield from spool_chunks(channel, list(epochs_now()), lambda epoch: _open_epoch(channel, epoch, timeout, environ),
+                                    spool_folder(channel), chunk_mb << 20, fmt, progress.alive, skip_corrupt=skip_corrupt)
 
         names = tf.data.Dataset.from_generator(chunk_names, output_signature=tf.TensorSpec(shape=(), dtype=tf.string))
         return names.flat_map(tf.data.TFRecordDataset)  # one chunk after the other, each read whole

@@ -85,7 +85,7 @@ def test_uneven_load_says_it_judged_nothing_on_a_job_shorter_than_its_patience()
     assert not result.triggered
     assert result.reason == "not judged: 0 of 2 hosts have more datapoints than the patience (1000)"
     alone = {r.rule: r for r in evaluate(_series(**{"algo-1__cpu_total__CPUUtilization": [80.0] * N}))}["UnevenLoad"]
-    assert alone.reason == "one host"
+    assert alone.reason == "not judged: one host"
 
 
 def test_patience_skips_the_warm_up() -> None:
@@ -108,12 +108,24 @@ def test_cpu_bottleneck_says_why_it_could_not_judge() -> None:
     from smtrain.profiler.rules import DEFAULTS, cpu_bottleneck
 
     short = gpu_host([100.0] * 200, [5.0] * 200, [50.0] * 200)
-    assert cpu_bottleneck(short, DEFAULTS["CPUBottleneck"]) == (False, "no more datapoints than the patience (1000)")
+    assert cpu_bottleneck(short, DEFAULTS["CPUBottleneck"]) == (False, "not judged: no more datapoints than the patience (1000)")
 
 
 def test_low_gpu_utilization_says_when_a_job_was_too_short_to_judge() -> None:
     """Seen on an H200: a 27-s job's 138 samples, none past the patience, were called 'busy and steady'."""
     results = {r.rule: r for r in evaluate(gpu_host([0.0] * 138, [5.0] * 138, [2.0] * 138))}
-    assert results["LowGPUUtilization"].reason == "no more datapoints than the patience (1000)"
+    assert results["LowGPUUtilization"].reason == "not judged: no more datapoints than the patience (1000)"
     results = {r.rule: r for r in evaluate(_series(algo_1__cpu_total__CPUUtilization=[50.0] * 10))}
-    assert results["LowGPUUtilization"].reason == "no GPU samples"
+    assert results["LowGPUUtilization"].reason == "not judged: no GPU samples"
+
+
+@pytest.mark.parametrize("job", ["gpu", "cpu"])
+def test_every_rule_that_saw_nothing_past_its_patience_says_it_judged_nothing(job: str) -> None:
+    """A rule's verdict is true to what it looked at: on a job shorter than the patience no rule is "ok"
+    (the 2-host demo's UnevenLoad said "ok - one host"), nor is a GPU rule on a host without GPUs."""
+    short = gpu_host([0.0] * 300, [5.0] * 300, [2.0] * 300) if job == "gpu" else \
+        _series(**{"algo-1__cpu_total__CPUUtilization": [5.0] * 300, "algo-1__cpu_iowait__I_SLASH_OWaitPercentage": [90.0] * 300,
+                   "algo-2__cpu_total__CPUUtilization": [90.0] * 300})
+    results = evaluate(short)
+    assert results and all(not r.triggered and r.reason.startswith("not judged: ") for r in results), \
+        [(r.rule, r.reason) for r in results]

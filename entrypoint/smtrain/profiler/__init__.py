@@ -3,4 +3,5 @@ recorder and the hooks that feed it (smdebug's framework events), the rules in t
 SageMaker Debugger's, and the HTML report (`train report`, and at every job's end)."""
 
 # Submodules are imported where they are used, never here: a process loads only what its role needs.
-__all__ = ["events", "hooks", "monitor", "job_report", "plots", "rules", "steprules", "steps", "timeline"]
+__all__ = ["digest_files", "digests", "events", "hooks", "job_report", "monitor", "plots", "report_html", "rules", "shipping",
+           "step_files", "steprules", "steps", "timeline"]

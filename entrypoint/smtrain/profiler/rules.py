@@ -112,6 +112,11 @@ def _windows(values: list[float], window: float) -> list[list[float]]:
     return [values[i : i + size] for i in range(0, len(values), size) if values[i : i + size]]
 
 
+def _unjudged(p: Mapping[str, float], seen: bool, what: str = "GPU samples") -> str:
+    """Why a rule judged nothing: no `what` at all, or none past the patience (a job too short for it)."""
+    return f"not judged: no more datapoints than the patience ({p['patience']:g})" if seen else f"not judged: no {what}"
+
+
 def _aligned(series: Series, keys: list[tuple[str, str, str]], patience: float) -> list[list[float]]:
     """Rows of values at the timestamps every key has (the monitor writes them together)."""
     by_time: dict[float, dict[tuple[str, str, str], float]] = {}
@@ -140,7 +145,7 @@ def low_gpu_utilization(series: Series, p: Mapping[str, float]) -> tuple[bool, s
     if findings:
         return True, "; ".join(findings)
     if not judged:  # a short job: nothing past the patience, so nothing is known (not "busy")
-        return False, f"no more datapoints than the patience ({p['patience']:g})" if seen else "no GPU samples"
+        return False, _unjudged(p, bool(seen))
     return False, "every GPU busy and steady"
 
 
@@ -162,62 +167,77 @@ def cpu_bottleneck(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
                             f"{share:.0f}% of datapoints (> {p['threshold']:g}%)")
     if findings or checked:
         return bool(findings), "; ".join(findings) or "no CPU bottleneck"
-    return False, (f"no more datapoints than the patience ({p['patience']:g})" if with_gpus else "no GPU samples")
+    return False, _unjudged(p, bool(with_gpus))
 
 
 def batch_size(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
-    findings = []
+    findings, seen, judged = [], False, False
     for host in hosts(series):
         cpu = _values(series, host, "cpu_total", "CPUUtilization", p["patience"])
         for gpu in gpus(series, host):
+            seen = True
             util = _values(series, host, gpu, "GPUUtilization", p["patience"])
             memory = _values(series, host, gpu, "GPUMemoryUtilization", p["patience"])
             for c, u, m in zip(_windows(cpu, p["window"]), _windows(util, p["window"]), _windows(memory, p["window"])):
+                judged = True
                 pc, pu, pm = percentile(c, 95), percentile(u, 95), percentile(m, 95)
                 if pc < p["cpu_threshold_p95"] and pu < p["gpu_threshold_p95"] and pm < p["gpu_memory_threshold_p95"]:
                     findings.append(f"{host} {gpu}: p95 CPU {pc:.0f}%, GPU {pu:.0f}%, GPU memory {pm:.0f}% all below "
                                     f"{p['cpu_threshold_p95']:g}/{p['gpu_threshold_p95']:g}/{p['gpu_memory_threshold_p95']:g}%")
                     break
-    return bool(findings), "; ".join(findings) or "no sign of a too small batch"
+    if findings or judged:
+        return bool(findings), "; ".join(findings) or "no sign of a too small batch"
+    return False, _unjudged(p, seen)
 
 
 def gpu_memory_increase(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
-    findings = []
+    findings, seen, judged = [], False, False
     for host in hosts(series):
         for gpu in gpus(series, host):
+            seen = True
             means = [sum(w) / len(w) for w in _windows(_values(series, host, gpu, "GPUMemoryUtilization", p["patience"]),
                                                       p["window"])]
+            judged = judged or len(means) > 1
             for before, after in zip(means, means[1:]):
                 if after - before > p["increase"]:
                     findings.append(f"{host} {gpu}: memory rose from {before:.1f}% to {after:.1f}% "
                                     f"(> {p['increase']:g} points) within {p['window']:g} datapoints")
                     break
-    return bool(findings), "; ".join(findings) or "GPU memory steady"
+    if findings or judged:
+        return bool(findings), "; ".join(findings) or "GPU memory steady"
+    return False, _unjudged(p, seen)
 
 
 def io_bottleneck(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
-    findings = []
+    findings, judged = [], False
     for host in hosts(series):
         gpu_keys = [(host, g, "GPUUtilization") for g in gpus(series, host)]
         rows = _aligned(series, [(host, "cpu_iowait", "I/OWaitPercentage"), *gpu_keys], p["patience"])
         if not rows:
             continue
+        judged = True
         waiting = sum(1 for io, *gpu in rows if io > p["io_threshold"] and (not gpu or max(gpu) < p["gpu_threshold"]))
         share = 100.0 * waiting / len(rows)
         if share > p["threshold"]:
             findings.append(f"{host}: I/O wait > {p['io_threshold']:g}% in {share:.0f}% of datapoints (> {p['threshold']:g}%)")
-    return bool(findings), "; ".join(findings) or "no I/O bottleneck"
+    if findings or judged:
+        return bool(findings), "; ".join(findings) or "no I/O bottleneck"
+    return False, _unjudged(p, bool(hosts(series)), "samples")
 
 
 def low_cpu_utilization(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
-    findings = []
+    findings, seen, judged = [], False, False
     for host in hosts(series):
         if gpus(series, host):
             continue
+        seen = True
         values = _values(series, host, "cpu_total", "CPUUtilization", p["patience"])
+        judged = judged or bool(values)
         if values and percentile(values, 95) < p["threshold_p95"]:
             findings.append(f"{host}: CPU p95 {percentile(values, 95):.0f}% < {p['threshold_p95']:g}%")
-    return bool(findings), "; ".join(findings) or "CPUs used (or GPUs present)"
+    if findings or judged:
+        return bool(findings), "; ".join(findings) or "CPUs used"
+    return False, _unjudged(p, seen, "host without GPUs")
 
 
 def uneven_load(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
@@ -230,7 +250,7 @@ def uneven_load(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
         if values:
             medians[host] = percentile(values, 50)
     if len(seen) < 2:
-        return False, "one host"
+        return False, "not judged: one host"
     if len(medians) < 2:  # a short job: too few hosts with samples past the patience to compare
         return False, (f"not judged: {len(medians)} of {len(seen)} hosts have more datapoints than the patience "
                        f"({p['patience']:g})")

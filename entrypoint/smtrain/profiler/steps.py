@@ -27,124 +27,14 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..wire.profiler_settings import ProfilerSettings, Window
-from .events import (BETWEEN, EPOCH, FULL_STEPS, STEP, StepSummary, as_read, bin_of, file_header, final_path, node_id,
-                     stopped_path, summary_lines, temp_path, to_lines)
+from .events import BETWEEN, EPOCH, FULL_STEPS, STEP, node_id, stopped_path
+from .step_files import Interval, Record, TraceFile
 
 __all__ = ["FLUSH_S", "ROTATE_S", "SUMMARY_S", "StepRecorder"]
 
 FLUSH_S = 1.0
 ROTATE_S = 60.0
 SUMMARY_S = 10.0
-
-Record = tuple  # (kind, mode, step, start_s, end_s)
-
-
-class _Interval:
-    """One kind and mode's steps past the full ones, over one interval: counted, summed, binned; the
-    longest kept whole."""
-
-    def __init__(self, record: Record) -> None:
-        self.first, self.start = record[2], record[3]
-        self.last, self.end = record[2], record[4]
-        self.count, self.total, self.low, self.high = 0, 0.0, float("inf"), 0.0
-        self.bins: dict[int, int] = {}
-        self.longest: Record = record
-
-    def add(self, record: Record) -> None:
-        self.last, self.end = record[2], record[4]  # records come in order
-        longest = self.longest
-        if record[4] - record[3] > longest[4] - longest[3]:
-            record, self.longest = longest, record
-        seconds = record[4] - record[3]
-        self.count += 1
-        self.total += seconds
-        if seconds < self.low:
-            self.low = seconds
-        if seconds > self.high:
-            self.high = seconds
-        index = bin_of(seconds * 1e3)
-        self.bins[index] = self.bins.get(index, 0) + 1
-
-    def summary(self, kind: str, mode: str) -> tuple:
-        return (kind, mode, self.first, self.last, self.start, self.end, self.count, self.total, self.low,
-                self.high, self.bins)
-
-
-class _Written:
-    """What the rank's files hold, as the report reads it back (events.as_read), for the rank's own
-    digest at its exit: its events (those kept one by one: the first FULL_STEPS of a mode, the windows,
-    each interval's longest - about 0.1 MB an hour), and its summaries merged into one per kind and mode
-    as they are written (the same statistics: steprules.rank_stats adds summaries up in order)."""
-
-    def __init__(self) -> None:
-        self.events: list[Any] = []
-        self.summaries: dict[tuple[str, str], StepSummary] = {}
-
-    def add(self, read: list[Any]) -> None:
-        for item in read:
-            if not isinstance(item, StepSummary):
-                self.events.append(item)
-                continue
-            key = (item.kind, item.mode)
-            old = self.summaries.get(key)
-            self.summaries[key] = item if old is None else _merged(old, item)
-
-    def all(self) -> list[Any]:
-        return self.events + list(self.summaries.values())
-
-
-def _merged(a: StepSummary, b: StepSummary) -> StepSummary:
-    bins = dict(a.bins)
-    for ms, n in b.bins:
-        bins[ms] = bins.get(ms, 0) + n
-    return a._replace(last_step=b.last_step, start=min(a.start, b.start), end=max(a.end, b.end),
-                      count=a.count + b.count, total_s=a.total_s + b.total_s, min_ms=min(a.min_ms, b.min_ms),
-                      max_ms=max(a.max_ms, b.max_ms), bins=tuple(sorted(bins.items())))
-
-
-class _File:
-    """The open trace file: appended to at every flush, renamed into pevents/ when closed."""
-
-    def __init__(self, out: Path, node: str) -> None:
-        self.out, self.node = out, node
-        self.handle: Any = None
-        self.base_us = 0  # the file's start time: its events' `ts` count from it
-        self.opened_at = 0.0  # the recorder's clock when the file was opened
-        self.last_end_us = 0
-        self.pids: dict[str, int] = {}
-        self.written = _Written()  # every file's, this one's and those closed before
-
-    def write(self, records: list[Record], summaries: list[tuple], now: float) -> None:
-        starts = [r[3] for r in records] + [s[4] for s in summaries]
-        if not starts:
-            return
-        if self.handle is None:
-            path = temp_path(self.out, self.node)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            base_us = int(min(starts) * 1e6)
-            self.handle = open(path, "w", encoding="utf-8")
-            self.handle.write(file_header(base_us))
-            self.base_us, self.opened_at, self.pids = base_us, now, {}
-        self.handle.write(to_lines(records, self.base_us, self.pids, os.getpid())
-                          + summary_lines(summaries, self.base_us, self.pids, os.getpid()))
-        self.handle.flush()
-        self.written.add(as_read(records, summaries, self.base_us, self.node))
-        ends = [r[4] for r in records] + [s[5] for s in summaries]
-        self.last_end_us = max(self.last_end_us, int(max(ends) * 1e6))
-
-    def close(self) -> None:
-        if self.handle is None:
-            return
-        handle, self.handle = self.handle, None
-        end = handle.tell()
-        handle.seek(end - 2)  # the last ",\n"
-        handle.truncate()
-        handle.write("\n]\n")
-        handle.close()
-        final = final_path(self.out, self.node, self.last_end_us)
-        final.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(temp_path(self.out, self.node), final)
-
 
 class StepRecorder:
     """Steps by mode (TRAIN, EVAL, PREDICT), numbered from 0 per mode on this rank, as smdebug numbers them."""
@@ -159,12 +49,12 @@ class StepRecorder:
         self.last_end: dict[str, Optional[float]] = {}
         self.epochs: dict[str, tuple[int, float]] = {}
         self.pending: Optional[list] = None  # an eager step that a later collective may extend
-        self.file = _File(self.out, self.node)
+        self.file = TraceFile(self.out, self.node)
         self.lock = threading.Lock()
         self.wake = threading.Event()
         self.thread: Optional[threading.Thread] = None
         self.closed = False
-        self.intervals: dict[tuple[str, str], _Interval] = {}  # (kind, mode) -> steps past the full ones
+        self.intervals: dict[tuple[str, str], Interval] = {}  # (kind, mode) -> steps past the full ones
         self.fold_lock = threading.Lock()  # the program's thread folds into intervals, the writer closes them
         self.windows = tuple(w for w in (settings.detailed, settings.python) if w is not None)  # kept whole
         self.stopped: Optional[str] = None  # why the writer stopped (the volume ran short of free space)
@@ -341,7 +231,7 @@ class StepRecorder:
         key = (record[0], record[1])
         interval = self.intervals.get(key)
         if interval is None:
-            self.intervals[key] = _Interval(record)
+            self.intervals[key] = Interval(record)
         else:
             interval.add(record)
 
@@ -427,7 +317,7 @@ class StepRecorder:
         self.settings = self.settings._replace(steps=False)
         self.queue = collections.deque(maxlen=0)
         self.intervals, self.fold_lock = {}, threading.Lock()  # the parent's writer may have held it
-        self.file = _File(self.out, f"{self.node}-child{os.getpid()}")
+        self.file = TraceFile(self.out, f"{self.node}-child{os.getpid()}")
 
 
 def _warn(message: str) -> None:
