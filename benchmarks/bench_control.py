@@ -1,7 +1,7 @@
 """The master's control channel as clusters grow: its memory and threads with H hosts x R ranks connected.
 
 The master's real ControlServer (smtrain.run.control_server) runs in a process of its own, as in the
-master's `train`; another process connects H-1 workers (hello, `ready`, a heartbeat every second, as
+master's `train`; another process connects H-1 workers (hello, `joined`, a heartbeat every second, as
 smtrain.run.link) and H x R rank launchers (a progress report every second, as smtrain.rank.reporter),
 each with its own socket, over loopback. Measured in the server's process once every connection has
 reported for --seconds: its resident memory (VmRSS, against the same process before the server
@@ -69,7 +69,7 @@ def connect(port: int, hosts: int, ranks: int) -> list:
     for h in range(2, hosts + 1):
         client = ControlClient.open("127.0.0.1", port, time.monotonic() + 30, MessageType.HELLO, host=f"algo-{h}")
         assert client is not None
-        client.send(MessageType.READY, attempt=0)
+        client.send(MessageType.JOINED)
         clients.append(("worker", client, h))
     for rank in range(hosts * ranks):
         host = f"algo-{rank // ranks + 1}"

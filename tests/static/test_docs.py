@@ -67,7 +67,7 @@ def test_dates_only_head_the_changelogs_versions_and_the_benchmarks_runs() -> No
 # A measured figure: "about 10 s", "0.99x", "1.7 GB/s", "9.4 us", "took 3 s", "0.17 % of", "2.1 s after".
 MEASURED = re.compile(r"\babout \d|\b\d+(?:\.\d+)?x\b|[GM]B/s|\d ?us\b|\btook \d|\d+(?:\.\d+)? ?% of|"
                       r"\d+(?:\.\d+)? (?:min|ms|s) (?:after|from|to|in)\b")
-MEASURED_BY = re.compile(r"bench_\w+\.py|\bfigure \w+|tests/\w+|\btest_\w+")
+MEASURED_BY = re.compile(r"bench_\w+\.py|\bfigure \w+")
 
 
 def _readme_passages(text: str) -> list[str]:
