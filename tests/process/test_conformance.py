@@ -144,7 +144,7 @@ def test_a_heterogeneous_mpi_job_runs_on_the_distributions_hosts_as_sagemaker_tr
             ["algo-2:2", "algo-3:2"], "4")
         assert ours["coordination"]["workers"] == ["algo-3"]  # the master waits for, and watches, algo-3 only
     elif role == "worker":
-        assert ours["coordination"]["master"] == "algo-2" and ours["coordination"]["sshd"]
+        assert ours["coordination"]["master"] == "algo-2" and ours["coordination"]["starter"]["sshd"]
     else:  # the data host runs its program on its own
         assert ours["coordination"] is None and ours["argv"][-3:] == [str(tree.code_dir / "train.py"), "--epochs", "1"]
     sm = {k: v for k, v in ours["env"].items() if k.startswith("SM_") and not k.startswith(OWN_VARIABLES)}
