@@ -54,6 +54,11 @@ class MasterLink:
         self.abort_reason: Optional[str] = None
         self.end: Optional[JobOutcome] = None  # the job's outcome, as the master said
         self.lost: Optional[str] = None  # how the master was lost
+        # the master's messages, each to its handler (the fields were checked when decoded)
+        self._handlers: dict[MessageType, Callable[[Mapping[str, Any]], None]] = {
+            MessageType.START: self._started, MessageType.WELCOME: self._welcomed, MessageType.RESTART: self._restart,
+            MessageType.SIGNAL: self._signal, MessageType.ABORT: lambda fields: self._learn(abort=fields["reason"]),
+            MessageType.END: lambda fields: self._learn(end=JobOutcome(fields["status"], told=fields["reason"]))}
 
     def start(self) -> "MasterLink":
         """Starts the heartbeat and reader threads; returns self."""
@@ -132,16 +137,10 @@ class MasterLink:
             self._handle(message)
 
     def _handle(self, message: Message) -> None:
-        """One message from the master, to its handler (its fields were checked when it was decoded)."""
+        """One message from the master, to its handler."""
         handler = self._handlers.get(message.type)
         if handler is not None:
             handler(message.fields)
-
-    @property
-    def _handlers(self) -> dict[MessageType, Callable[[Mapping[str, Any]], None]]:
-        return {MessageType.START: self._started, MessageType.WELCOME: self._welcomed, MessageType.RESTART: self._restart,
-                MessageType.SIGNAL: self._signal, MessageType.ABORT: lambda fields: self._learn(abort=fields["reason"]),
-                MessageType.END: lambda fields: self._learn(end=JobOutcome(fields["status"], told=fields["reason"]))}
 
     def _started(self, fields: Mapping[str, Any]) -> None:
         with self._changed:

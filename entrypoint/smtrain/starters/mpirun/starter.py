@@ -79,13 +79,9 @@ class Mpirun(RankStarter):
 
     def forward(self, master: MasterSide, pid: int, signum: int) -> None:
         """To each rank launcher here and, through the control channel, on every worker."""
-        name = signal.Signals(signum).name
-        ranks = signal_ranks(pid, signum)
+        ranks = _signal_here(pid, signum, master.grace_period_s)
         master.tell_workers(MessageType.SIGNAL, signum=signum)
-        log(f"forwarded {name} to {ranks} local rank(s) and to every worker")
-        if not ranks and signum in SHUTDOWN_SIGNALS:  # mpirun is still starting them: they get it once there
-            signal_ranks_once_started(pid, signum, master.grace_period_s,
-                                      lambda count: log(f"forwarded {name} to {count} local rank(s) once started"))
+        log(f"forwarded {signal.Signals(signum).name} to {ranks} local rank(s) and to every worker")
 
     def senders_gone(self, result: ProcessResult) -> bool:
         """mpirun's own end (not one by a signal, which may leave the workers' launchers running for a
@@ -133,7 +129,9 @@ class Mpirun(RankStarter):
                     continue
                 if signum in forwarded and signum in SHUTDOWN_SIGNALS:
                     continue  # the same stop asked for twice (locally and by the master): one signal is enough
-                if _forward_here(me, signum, worker.grace_period_s) or signum in SHUTDOWN_SIGNALS:
+                count = _signal_here(me, signum, worker.grace_period_s)
+                log(f"forwarded {signal.Signals(signum).name} to {count} local rank(s)")
+                if count or signum in SHUTDOWN_SIGNALS:
                     forwarded.add(signum)
                 if signum in SHUTDOWN_SIGNALS and grace_deadline is None:
                     grace_deadline = time.monotonic() + worker.grace_period_s
@@ -143,15 +141,14 @@ class Mpirun(RankStarter):
                 grace_deadline = None
 
 
-def _forward_here(me: int, signum: int, grace_period_s: float) -> int:
-    """`signum` to the ranks mpirun started under this `train`; a stop that comes while they are still
-    starting reaches them once they are there. How many got it now."""
-    name = signal.Signals(signum).name
-    count = signal_ranks(me, signum)
+def _signal_here(root: int, signum: int, grace_period_s: float) -> int:
+    """`signum` to the rank launchers mpirun (or its daemon) started under `root`; a stop that comes while
+    mpirun is still starting them reaches them once they are there. How many got it now."""
+    count = signal_ranks(root, signum)
     if not count and signum in SHUTDOWN_SIGNALS:
-        signal_ranks_once_started(me, signum, grace_period_s,
+        name = signal.Signals(signum).name
+        signal_ranks_once_started(root, signum, grace_period_s,
                                   lambda sent: log(f"forwarded {name} to {sent} local rank(s) once started"))
-    log(f"forwarded {name} to {count} local rank(s)")
     return count
 
 
