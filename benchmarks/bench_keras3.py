@@ -7,8 +7,10 @@ each of 2 ranks). Alternating rounds, the order rotating; medians of the rounds.
     /opt/smtrain/venv/bin/python benchmarks/bench_keras3.py [--rounds 5] [--steps 200]
 
 Figures: `keras3_vs_tf_keras_horovod`: tf_keras's step time over Keras 3's, both with Horovod (at least 0.95:
-Keras 3 no slower); `keras3_horovod_over_alone`: Keras 3's step with Horovod on 2 ranks over its step alone
-(what a rank pays for averaging, and for sharing the machine with another rank)."""
+Keras 3 no slower); `keras3_vs_tf_keras_syncbn`: the same with SyncBatchNormalization after each hidden
+layer (Keras 3's layer from smtrain.horovod_keras, tf_keras's Horovod's own); `keras3_horovod_over_alone`:
+Keras 3's step with Horovod on 2 ranks over its step alone (what a rank pays for averaging, and for sharing
+the machine with another rank)."""
 from __future__ import annotations
 
 import argparse
@@ -25,14 +27,15 @@ from figures import print_figures  # benchmarks/figures.py
 
 BIN = Path(sys.executable).parent
 PROGRAM = Path(__file__).resolve().parent / "programs" / "keras_steps.py"
-CASES = {"keras3_horovod": ("3", "on"), "tf_keras_horovod": ("tf", "on"), "keras3_alone": ("3", "off")}
+CASES = {"keras3_horovod": ("3", "on", "none"), "tf_keras_horovod": ("tf", "on", "none"), "keras3_alone": ("3", "off", "none"),
+         "keras3_syncbn": ("3", "on", "sync"), "tf_keras_syncbn": ("tf", "on", "sync")}
 
 
-def run_case(base: Path, keras: str, horovod: str, steps: int) -> float:
+def run_case(base: Path, keras: str, horovod: str, norm: str, steps: int) -> float:
     shutil.rmtree(base, ignore_errors=True)
     (base / "input" / "config").mkdir(parents=True)
     hyperparameters = {"sagemaker_program": json.dumps(PROGRAM.name), "sagemaker_submit_directory": json.dumps(str(PROGRAM.parent)),
-                       "keras": keras, "horovod": horovod, "steps": str(steps)}
+                       "keras": keras, "horovod": horovod, "norm": norm, "steps": str(steps)}
     if horovod == "on":
         hyperparameters.update(sagemaker_mpi_enabled="true", sagemaker_mpi_num_of_processes_per_host="2")
     (base / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hyperparameters))
@@ -43,7 +46,7 @@ def run_case(base: Path, keras: str, horovod: str, steps: int) -> float:
     done = subprocess.run([str(BIN / "train")], env=env, capture_output=True, text=True, timeout=600)
     found = re.findall(r"^step_ms ([\d.]+)$", done.stdout, re.M)
     if done.returncode != 0 or not found:
-        raise RuntimeError(f"{keras}/{horovod}: exit {done.returncode}\n{(done.stdout + done.stderr)[-3000:]}")
+        raise RuntimeError(f"{keras}/{horovod}/{norm}: exit {done.returncode}\n{(done.stdout + done.stderr)[-3000:]}")
     return float(found[-1])
 
 
@@ -64,9 +67,11 @@ def main() -> None:
     for name, value in medians.items():
         print(f"median {name}: {value:.2f} ms a step")
     print_figures({"keras3_vs_tf_keras_horovod": medians["tf_keras_horovod"] / medians["keras3_horovod"],
+                   "keras3_vs_tf_keras_syncbn": medians["tf_keras_syncbn"] / medians["keras3_syncbn"],
                    "keras3_horovod_over_alone": medians["keras3_horovod"] / medians["keras3_alone"],
                    "keras3_horovod_step_ms": medians["keras3_horovod"], "tf_keras_horovod_step_ms": medians["tf_keras_horovod"],
-                   "keras3_alone_step_ms": medians["keras3_alone"]})
+                   "keras3_alone_step_ms": medians["keras3_alone"], "keras3_syncbn_step_ms": medians["keras3_syncbn"],
+                   "tf_keras_syncbn_step_ms": medians["tf_keras_syncbn"]})
 
 
 if __name__ == "__main__":

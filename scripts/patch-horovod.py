@@ -30,6 +30,14 @@ variables) and Keras 3 learning rates and optimizer variables as Keras 3 keeps t
 hooks of a few lines each; what they hand over is a module of its own, tested as such. Where an earlier
 version of this script patched a file differently, the newer edit replaces its own older one.
 
+Sixth, the rest of Horovod's Keras API on Keras 3: the broadcast callback's `local_variables` and the
+partial optimizer's and tape's `local_layers` take Keras 3 variables and layers (Horovod checked for
+tf.Variable and tf.keras layers); a `DistributedGradientTape`'s gradients are marked as reduced, so that a
+distributed optimizer - Keras 3's, or tf_keras's under the fourth edit - applies them without reducing
+them again (Sum twice doubled each step); and `SyncBatchNormalization`, where `tf.keras` is Keras 3, is
+this product's Keras 3 layer (Horovod's passes tf_keras's `fused=False` and overrides tf_keras's
+`_moments`).
+
 Idempotent and quick: scripts/setup.sh and the image run it after the stack is built (a step of its
 own, so that a change here does not rebuild Horovod); it fails loudly if Horovod's source is not
 what it expects, and checks that the patched modules import and bind tf_keras.
@@ -91,8 +99,20 @@ OPTIMIZER_WRAPPER_REFUSING_KERAS3 = """                                 scale_lo
             "TensorFlow is imported and build the model and optimizer with tf.keras, not `import keras`")
     class _DistributedOptimizer(*optimizer.__class__.__bases__):
 """
-OPTIMIZER_WRAPPER_CHECKED = """                                 scale_local_gradients=True):
+OPTIMIZER_WRAPPER_CHECKED_BY_MODULE = """                                 scale_local_gradients=True):
     if type(optimizer).__module__.split(".")[0] == "keras":  # smtrain: a Keras 3 optimizer, wrapped for Keras 3
+        from smtrain.horovod_keras.optimizer import distributed_optimizer
+        return distributed_optimizer(
+            optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse, compression=compression,
+            sparse_as_dense=sparse_as_dense, gradient_predivide_factor=gradient_predivide_factor, op=op,
+            backward_passes_per_step=backward_passes_per_step,
+            average_aggregated_gradients=average_aggregated_gradients, groups=groups, process_set=process_set,
+            scale_local_gradients=scale_local_gradients)
+    class _DistributedOptimizer(*optimizer.__class__.__bases__):
+"""
+OPTIMIZER_WRAPPER_CHECKED = """                                 scale_local_gradients=True):
+    from smtrain.horovod_keras.keras3 import is_keras3  # smtrain: a Keras 3 optimizer (a script's own class too)
+    if is_keras3(optimizer):
         from smtrain.horovod_keras.optimizer import distributed_optimizer
         return distributed_optimizer(
             optimizer, name=name, device_dense=device_dense, device_sparse=device_sparse, compression=compression,
@@ -177,6 +197,55 @@ TAPE_LOCAL_SOURCE = """                self._local_sources.add(source.ref())
 TAPE_LOCAL_SOURCE_OF_KERAS3 = """                from smtrain.horovod_keras.keras3 import tf_variables  # smtrain: Keras 3 variables too
                 self._local_sources.add(tf_variables([source])[0].ref())
 """
+CALLBACK_LOCAL_VARIABLES = """        if local_variables is None:
+            local_variables = []
+        elif isinstance(local_variables, tf.Variable):
+            local_variables = [local_variables]
+        elif not all(isinstance(var, tf.Variable) for var in local_variables):
+            raise ValueError("All local variables must be of tf.Variable type.")
+"""
+CALLBACK_LOCAL_VARIABLES_OF_KERAS3 = """        if local_variables is None:
+            local_variables = []
+        else:  # smtrain: tf.Variable and Keras 3 variables
+            from smtrain.horovod_keras.keras3 import local_variables as _smtrain_local_variables
+            local_variables = _smtrain_local_variables(local_variables, "BroadcastGlobalVariablesCallback")
+"""
+PARTIAL_LOCAL_LAYERS = """    if local_layers is None:
+        local_layers = []
+    elif isinstance(local_layers, tf.keras.layers.Layer):
+        local_layers = [local_layers]
+    elif not all(isinstance(layer, tf.keras.layers.Layer) for layer in local_layers):
+        raise ValueError("All local layers must be of tf.keras.layers.Layer type.")
+"""
+PARTIAL_LOCAL_LAYERS_OF_KERAS3 = """    if local_layers is None:
+        local_layers = []
+    else:  # smtrain: tf.keras and Keras 3 layers
+        from smtrain.horovod_keras.keras3 import local_layers as _smtrain_local_layers
+        local_layers = _smtrain_local_layers(local_layers, "PartialDistributedOptimizer")
+"""
+PARTIAL_TAPE_LOCAL_LAYERS = PARTIAL_LOCAL_LAYERS.replace("\n    ", "\n        ").replace("    if local_layers", "        if local_layers", 1)
+PARTIAL_TAPE_LOCAL_LAYERS_OF_KERAS3 = (PARTIAL_LOCAL_LAYERS_OF_KERAS3.replace("\n    ", "\n        ")
+                                       .replace("    if local_layers", "        if local_layers", 1)
+                                       .replace("PartialDistributedOptimizer", "PartialDistributedGradientTape"))
+TAPE_RESULT = """                return [s2g[s.ref()] for s in sources]
+"""
+TAPE_RESULT_MARKED = """                from smtrain.horovod_keras.reduced import mark  # smtrain: reduced once, never again by an optimizer
+                return mark([s2g[s.ref()] for s in sources])
+"""
+SYNC_BATCH_NORM_END = """    except AttributeError:
+      pass
+    return outputs
+"""
+SYNC_BATCH_NORM_END_OF_KERAS3 = """    except AttributeError:
+      pass
+    return outputs
+
+
+from smtrain.horovod_keras.keras3 import tf_keras_is_keras3 as _smtrain_tf_keras_is_keras3  # noqa: E402
+if _smtrain_tf_keras_is_keras3():  # smtrain: tf.keras is Keras 3 (TF_USE_LEGACY_KERAS unset): Keras 3's layer
+    from smtrain.horovod_keras.sync_batch_norm import sync_batch_normalization_class as _smtrain_sync_bn
+    SyncBatchNormalization = _smtrain_sync_bn()  # noqa: F811
+"""
 # (Horovod's line, the patched line, what an earlier version of this patch made of it)
 LR_READS = (
     ("        old_lr = self.backend.get_value(self.model.optimizer.lr)\n",
@@ -199,7 +268,7 @@ LR_READS = (
 )
 DISTRIBUTED_OPTIMIZER_FACTORY = """def create_distributed_optimizer(keras, optimizer, name, device_dense, device_sparse,
 """
-DISTRIBUTED_OPTIMIZER_FACTORY_WITH_HELPER = """def _smtrain_allreduced(optimizer, args, kwargs):
+DISTRIBUTED_OPTIMIZER_FACTORY_WITH_EARLIER_HELPER = """def _smtrain_allreduced(optimizer, args, kwargs):
     \"\"\"smtrain: `apply_gradients`'s (args, kwargs) with the gradients averaged, as the optimizer's own
     compute_gradients would have (for a custom loop that computed them with its own tape).\"\"\"
     args, kwargs = list(args), dict(kwargs)
@@ -207,6 +276,27 @@ DISTRIBUTED_OPTIMIZER_FACTORY_WITH_HELPER = """def _smtrain_allreduced(optimizer
     if pairs:
         grads, weights = zip(*pairs)
         pairs = list(zip(optimizer._allreduce(grads, weights), weights))
+    return tuple([pairs, *args[1:]]), kwargs
+
+
+def create_distributed_optimizer(keras, optimizer, name, device_dense, device_sparse,
+"""
+DISTRIBUTED_OPTIMIZER_FACTORY_WITH_HELPER = """def _smtrain_allreduced(optimizer, args, kwargs):
+    \"\"\"smtrain: `apply_gradients`'s (args, kwargs) with the gradients averaged, as the optimizer's own
+    compute_gradients would have (for a custom loop that computed them with its own tape); those a
+    DistributedGradientTape returned are reduced already and pass as they are.\"\"\"
+    from smtrain.horovod_keras.reduced import marked
+    args, kwargs = list(args), dict(kwargs)
+    pairs = list(args[0] if args else kwargs.pop("grads_and_vars"))
+    todo = [i for i, (grad, _) in enumerate(pairs) if not marked(grad)]
+    if optimizer._agg_helper and len(todo) < len(pairs):
+        raise ValueError("hvd.DistributedOptimizer(backward_passes_per_step>1) was given gradients that a "
+                         "DistributedGradientTape reduced already: aggregate with one of them only - a plain "
+                         "tf.GradientTape with this optimizer, or the tape with an optimizer that is not distributed")
+    if todo:
+        reduced = optimizer._allreduce([pairs[i][0] for i in todo], [pairs[i][1] for i in todo])
+        for i, grad in zip(todo, reduced):
+            pairs[i] = (grad, pairs[i][1])
     return tuple([pairs, *args[1:]]), kwargs
 
 
@@ -237,8 +327,10 @@ EDITS = (
     Edit("keras/__init__.py", KERAS3_IMPORTS, TF_KERAS_IMPORTS),
     Edit("keras/callbacks.py", KERAS3_CALLBACK_IMPORTS, TF_KERAS_CALLBACK_IMPORTS),
     Edit("keras/elastic.py", KERAS3_ELASTIC_IMPORT, TF_KERAS_ELASTIC_IMPORT),
-    Edit("_keras/__init__.py", OPTIMIZER_WRAPPER, OPTIMIZER_WRAPPER_CHECKED, (OPTIMIZER_WRAPPER_REFUSING_KERAS3,)),
-    Edit("_keras/__init__.py", DISTRIBUTED_OPTIMIZER_FACTORY, DISTRIBUTED_OPTIMIZER_FACTORY_WITH_HELPER),
+    Edit("_keras/__init__.py", OPTIMIZER_WRAPPER, OPTIMIZER_WRAPPER_CHECKED,
+         (OPTIMIZER_WRAPPER_REFUSING_KERAS3, OPTIMIZER_WRAPPER_CHECKED_BY_MODULE)),
+    Edit("_keras/__init__.py", DISTRIBUTED_OPTIMIZER_FACTORY, DISTRIBUTED_OPTIMIZER_FACTORY_WITH_HELPER,
+         (DISTRIBUTED_OPTIMIZER_FACTORY_WITH_EARLIER_HELPER,)),
     Edit("_keras/__init__.py", APPLY_GRADIENTS, APPLY_GRADIENTS_AVERAGED),
     Edit("tensorflow/functions.py", BROADCAST_VARIABLES, BROADCAST_VARIABLES_OF_KERAS3),
     Edit("tensorflow/keras/__init__.py", LOAD_MODEL, LOAD_MODEL_OF_KERAS3),
@@ -250,6 +342,12 @@ EDITS = (
     Edit("_keras/callbacks.py", LOCAL_VAR_OF_CALLBACK, LOCAL_VAR_OF_CALLBACK_KERAS3),
     Edit("_keras/callbacks.py", CALLBACK_BROADCAST, CALLBACK_BROADCAST_KERAS3),
     *(Edit("_keras/callbacks.py", original, patched, (earlier,)) for original, patched, earlier in LR_READS),
+    Edit("tensorflow/keras/callbacks.py", CALLBACK_LOCAL_VARIABLES, CALLBACK_LOCAL_VARIABLES_OF_KERAS3),
+    Edit("keras/callbacks.py", CALLBACK_LOCAL_VARIABLES, CALLBACK_LOCAL_VARIABLES_OF_KERAS3),
+    Edit("keras/__init__.py", PARTIAL_LOCAL_LAYERS, PARTIAL_LOCAL_LAYERS_OF_KERAS3),
+    Edit("tensorflow/__init__.py", PARTIAL_TAPE_LOCAL_LAYERS, PARTIAL_TAPE_LOCAL_LAYERS_OF_KERAS3),
+    Edit("tensorflow/__init__.py", TAPE_RESULT, TAPE_RESULT_MARKED),
+    Edit("tensorflow/sync_batch_norm.py", SYNC_BATCH_NORM_END, SYNC_BATCH_NORM_END_OF_KERAS3),
 )
 
 CHECK = """

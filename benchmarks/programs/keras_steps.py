@@ -1,7 +1,8 @@
 """Training steps of one model with `fit`, timed: Keras 3 (`--keras 3`, `import keras`) or tf_keras
 (`--keras tf`, `tf.keras` under TF_USE_LEGACY_KERAS=1), with Horovod's DistributedOptimizer (`--horovod on`,
 run under MPI) or without. An MNIST-sized MLP (784-512-512-10), batch 64 per rank, SGD with momentum, data in
-memory. Rank 0 prints `step_ms <median of the timed steps>`."""
+memory; `--norm sync` puts Horovod's SyncBatchNormalization after each hidden layer (Keras 3's from
+smtrain.horovod_keras, tf_keras's from horovod.tensorflow). Rank 0 prints `step_ms <median of the timed steps>`."""
 import argparse
 import os
 import statistics
@@ -17,6 +18,7 @@ parser.add_argument("--horovod", choices=["on", "off"], default="on")
 parser.add_argument("--steps", type=int, default=60)
 parser.add_argument("--warmup", type=int, default=10)
 parser.add_argument("--batch-size", type=int, default=64)
+parser.add_argument("--norm", choices=["none", "sync"], default="none")
 args, _ = parser.parse_known_args()
 if args.keras == "3":
     import keras
@@ -35,8 +37,17 @@ rng = np.random.default_rng(rank)
 steps = args.warmup + args.steps
 x = rng.normal(size=(steps * args.batch_size, 784)).astype("float32")
 y = rng.integers(0, 10, size=steps * args.batch_size)
-model = keras.Sequential([keras.Input((784,)), keras.layers.Dense(512, activation="relu"),
-                          keras.layers.Dense(512, activation="relu"), keras.layers.Dense(10)])
+if args.norm == "sync" and args.keras == "3":
+    from smtrain.horovod_keras import SyncBatchNormalization
+elif args.norm == "sync":
+    from horovod.tensorflow import SyncBatchNormalization
+
+
+def hidden():
+    return [keras.layers.Dense(512, activation="relu"), *([SyncBatchNormalization()] if args.norm == "sync" else [])]
+
+
+model = keras.Sequential([keras.Input((784,)), *hidden(), *hidden(), keras.layers.Dense(10)])
 optimizer = keras.optimizers.SGD(0.01, momentum=0.9)
 if args.horovod == "on":
     optimizer = hvd.DistributedOptimizer(optimizer)

@@ -18,6 +18,7 @@ import pytest
 from smtrain.wire.contract import RANK_CONTRACT_ENV
 
 from tests.cluster.conftest import PROGRAMS, feed_every_host, wait_for_files
+from tests.harness import keras_api
 from tests.harness.logpipe import LogPipe
 
 TRAIN = [str(Path(sys.executable).parent / "train")]
@@ -53,21 +54,20 @@ def test_horovod_training_ends_with_identical_weights_everywhere(make_cluster, p
     assert cluster.leftovers() == {}
 
 
-def test_a_keras_3_model_trains_on_2x2_ranks_as_one_process_on_the_union_of_their_batches(make_cluster) -> None:
-    """Keras 3 (`import keras`) with hvd.DistributedOptimizer across hosts: tests/programs/hvd_keras3.py, whose
-    rank 0 also trains alone on the union of the 4 ranks' batches (1 host: tests/process/test_horovod_keras3.py)."""
-    from tests.process.test_horovod_keras3 import assert_averaged_exactly
-
+def test_keras_3_and_tf_keras_models_train_on_2x2_ranks_as_one_process_on_the_union_of_their_batches(
+        make_cluster) -> None:
+    """hvd.DistributedOptimizer in fit across hosts, a Keras 3 model and a tf_keras one: the `optimizer-fit` case
+    of tests/programs/hvd_keras_api.py, which also trains one process on the union of the 4 ranks' batches (one
+    host, every case: tests/process/test_horovod_keras_api.py)."""
     cluster = make_cluster(2)
-    cluster.write_job({**MPI, "mode": "fit"}, program=PROGRAMS / "hvd_keras3.py")
+    cluster.write_job({**MPI, "only": "optimizer-fit"}, program=keras_api.PROGRAM)
     cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
     statuses = cluster.wait(240)
     assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-1500:] for h in cluster.hosts}
-    found = sorted((json.loads(p.read_text()) for p in wait_for_files(cluster, "keras3-*.json", 4, 5)),
-                   key=lambda f: f["rank"])
-    assert [f["rank"] for f in found] == [0, 1, 2, 3] and found[0]["size"] == 4
-    for other in found[1:]:
-        assert_averaged_exactly([found[0], other], 2e-5)
+    found = keras_api.read(wait_for_files(cluster, "api-*.json", 4, 5))
+    assert len(found) == 4
+    for flavour in keras_api.FLAVOURS:
+        keras_api.assert_trains_as_union(keras_api.of(found, "optimizer-fit", flavour), 2e-5)
     assert cluster.leftovers() == {}
 
 

@@ -10,13 +10,16 @@ is about to use the gradients (`_clip_gradients`, reached once per update): afte
 accumulation - Horovod's `backward_passes_per_step` is Keras' `gradient_accumulation_steps`, so ranks
 exchange gradients once per update, not per pass - and before clipping, so a clip norm sees the
 averaged gradient. A `LossScaleOptimizer` checks the gradients for inf/NaN before its inner optimizer
-runs: wrapped here, it averages first, so that every rank takes the same branch."""
+runs: wrapped here, it averages first, so that every rank takes the same branch. Gradients a
+`DistributedGradientTape` returned are reduced already and are applied as they are
+(smtrain.horovod_keras.reduced)."""
 from __future__ import annotations
 
 import sys
 from typing import Any, Optional
 
 from .keras3 import is_keras3, tf_variables
+from .reduced import marked
 
 __all__ = ["DEFAULTS", "distributed_class", "distributed_optimizer"]
 
@@ -57,10 +60,16 @@ class _Averaging:
         self.scale_local = options["scale_local_gradients"]
         self.sum_passes = options["backward_passes_per_step"] if not options["average_aggregated_gradients"] else 1
         self.local: set = set()
+        self.reduced: set = set()  # the variables of the update being traced whose gradients a tape reduced
         self.variables: Optional[list] = None  # those of the update being traced
 
+    def note_reduced(self, grads: Any, variables: list) -> None:
+        """Before an update: which of its variables' gradients a distributed tape has reduced already."""
+        self.reduced = {_key(v) for g, v in zip(grads, variables) if marked(g)}
+
     def average(self, grads: list, variables: Optional[list]) -> list:
-        """`grads` averaged over the ranks, those of variables registered as local scaled only."""
+        """`grads` averaged over the ranks; those of variables registered as local scaled only, those a
+        distributed tape reduced (`note_reduced`) as they are."""
         if _in_xla():
             raise ValueError("hvd.DistributedOptimizer on Keras 3: Horovod's collectives cannot run inside an XLA "
                              "compiled step in this image: compile the model with jit_compile=False (Keras 3 turns "
@@ -71,16 +80,18 @@ class _Averaging:
             return list(self.allreduce(grads, None))
         keys = [_key(v) for v in variables]
         variables = tf_variables(variables)  # Horovod's collective is a tf.function: TensorFlow's variables for it
-        if not self.local:
+        if not self.local and not self.reduced:
             return list(self.allreduce(grads, variables))
-        shared = [i for i, k in enumerate(keys) if k not in self.local]
-        reduced = list(grads)
-        for i, g in zip(shared, self.allreduce([grads[i] for i in shared], [variables[i] for i in shared])):
-            reduced[i] = g
+        shared = [i for i, k in enumerate(keys) if k not in self.local and k not in self.reduced]
+        averaged = list(grads)
+        reduced = self.allreduce([grads[i] for i in shared], [variables[i] for i in shared]) if shared else []
+        for i, g in zip(shared, reduced):
+            averaged[i] = g
         if self.scale_local:
             size = self.process_set.size()
-            reduced = [g if i in shared or g is None else g / size for i, g in enumerate(reduced)]
-        return reduced
+            averaged = [g / size if keys[i] in self.local and keys[i] not in self.reduced and g is not None else g
+                        for i, g in enumerate(averaged)]
+        return averaged
 
 
 def _wrapped_by_loss_scaling() -> bool:
@@ -102,10 +113,16 @@ def _methods(averaging: _Averaging, base: type, loss_scaling: bool) -> dict[str,
         """Horovod's: this variable's gradient is not averaged (scaled by 1/size where scale_local_gradients)."""
         averaging.local.add(_key(var))
 
+    def variables_of(self, trainable_variables):  # type: ignore[no-untyped-def]
+        if trainable_variables is not None:
+            return list(trainable_variables)
+        return list(getattr(self, "_trainable_variables", []))  # not built yet: Keras says so
+
     if loss_scaling:  # average before the inf/NaN check, so that every rank decides alike
         def apply(self, grads, trainable_variables=None):  # type: ignore[no-untyped-def]
-            variables = list(trainable_variables) if trainable_variables is not None else None
-            return base.apply(self, averaging.average(list(grads), variables), trainable_variables)
+            grads, variables = list(grads), variables_of(self, trainable_variables)
+            averaging.note_reduced(grads, variables)
+            return base.apply(self, averaging.average(grads, variables), trainable_variables)
 
         return {"apply": apply, "register_local_var": register_local_var}
 
@@ -114,6 +131,8 @@ def _methods(averaging: _Averaging, base: type, loss_scaling: bool) -> dict[str,
             raise ValueError("a LossScaleOptimizer around hvd.DistributedOptimizer checks each rank's gradients for "
                              "inf/NaN before they are averaged, so ranks can disagree and wait for each other forever: "
                              + ORDER_HINT)
+        grads = list(grads)
+        averaging.note_reduced(grads, variables_of(self, trainable_variables))
         return base.apply(self, grads, trainable_variables)
 
     def _backend_apply_gradients(self, grads, trainable_variables):  # type: ignore[no-untyped-def]
