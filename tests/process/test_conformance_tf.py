@@ -123,3 +123,33 @@ def test_tf_config_builders_equal_the_containers() -> None:
         assert with_tuning_model_dir(decoded, "job-1")["model_dir"] == container._model_dir_with_training_job(
             model_dir, "job-1")
         assert with_tuning_model_dir({"model_dir": model_dir}, "job-1")["model_dir"] == model_dir  # not tuning
+
+
+ORACLE_WARNING = """
+import logging, sys
+logging.basicConfig(stream=sys.stdout, format="%(message)s")
+from sagemaker_tensorflow_container import training
+training._log_model_missing_warning(sys.argv[1])
+"""
+
+
+def test_a_job_that_saved_no_model_is_warned_in_the_tensorflow_containers_words(tmp_path: Path) -> None:
+    """sagemaker-tensorflow-training's warning, from its own function on the same empty folder; none where the
+    program saved a file."""
+    import subprocess
+    import sys
+
+    quiet = make_tree(tmp_path / "quiet")
+    quiet.write_program("train.py", "print('trained')\n")
+    done = run_train(quiet, env=quiet.env(SM_SYSTEM_MONITOR="off"))
+    assert done.returncode == 0, done.stderr.decode()
+    oracle = subprocess.run([sys.executable, "-c", ORACLE_WARNING, str(quiet.base / "model")], capture_output=True,
+                            text=True, timeout=60, env={"SAGEMAKER_BASE_DIR": str(tmp_path / "oracle"), "PATH": "/usr/bin:/bin"})
+    words = oracle.stdout.splitlines()
+    assert words and words[0].startswith("No model artifact is saved under path"), oracle.stderr[-2000:]
+    ours = [line.removeprefix("[train] ") for line in done.stderr.decode().splitlines()]
+    assert [line for line in ours if line in words] == words
+    saved = make_tree(tmp_path / "saved")
+    saved.write_program("train.py", "import os\nopen(os.path.join(os.environ['SM_MODEL_DIR'], 'm.txt'), 'w')\n")
+    done = run_train(saved, env=saved.env(SM_SYSTEM_MONITOR="off"))
+    assert done.returncode == 0 and b"No model artifact" not in done.stderr, done.stderr.decode()

@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from smtrain.config.load import InputMode, load_config
+from smtrain.config.load import load_config
+from smtrain.config.model import InputMode
 from smtrain.errors import ConfigError
 from smtrain.config.hostfacts import HostFacts
 from smtrain.plan.mpirun_command import NetworkFacts
@@ -67,3 +68,17 @@ def test_a_bad_distribution_instance_group_is_named(tmp_path: Path, value: str, 
                      hyperparameters={"sagemaker_mpi_enabled": "true", "sagemaker_distribution_instance_groups": value})
     with pytest.raises(ConfigError, match=f"hyperparameters.json: hyperparameter 'sagemaker_distribution_instance_groups'.*{expected}"):
         load_config(tree.env())
+
+
+@pytest.mark.parametrize("spec,hyperparameters,expected", [
+    ({"TrainingInputMode": "Pipe"}, {}, "tfrecord"),
+    ({"TrainingInputMode": "Pipe", "RecordWrapperType": "RecordIO"}, {}, "recordio"),
+    ({"TrainingInputMode": "Pipe", "RecordWrapperType": "None", "ContentType": "application/x-recordio"}, {}, "recordio"),
+    ({"TrainingInputMode": "Pipe", "RecordWrapperType": "RecordIO"}, {"sagemaker_pipe_record_format": '"lines"'}, "lines"),
+], ids=["default", "wrapped-by-sagemaker", "content-type", "hyperparameter-wins"])
+def test_a_pipe_channels_record_format(tmp_path: Path, spec: dict, hyperparameters: dict, expected: str) -> None:
+    """SageMaker wraps each object of a RecordWrapperType=RecordIO channel in a RecordIO record: the channel reads
+    as RecordIO unless the job names another format."""
+    tree = make_tree(tmp_path, channels={"train": spec}, hyperparameters=hyperparameters)
+    channel = load_config(tree.env()).channels[0]
+    assert channel.record_format.value == expected

@@ -114,7 +114,7 @@ def test_a_tarball_is_planned_from_the_gathered_facts(tmp_path: Path) -> None:
     tarball = FACTS._replace(code=CodeFacts(submit_is_file=True, has_requirements=False))
     plan = _plan(tmp_path, "algo-1", tarball, SAGEMAKER_SUBMIT_DIRECTORY=str(tmp_path / "code.tar.gz"))
     assert plan.program.fetch_from == str(tmp_path / "code.tar.gz")
-    assert plan.requirements == tmp_path / "code" / "requirements.txt"  # checked once unpacked
+    assert plan.requirements.file == tmp_path / "code" / "requirements.txt"  # checked once unpacked
 
 
 @pytest.mark.parametrize("name,value", [("SMTRAIN_SSHD_PORT", "22x"), ("SMTRAIN_SSHD_PORT", "70000"),

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import math
-import re
 import shlex
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Mapping, Optional
 
-from ..wire.record_format import RecordFormat
 from ..errors import ConfigError
 from . import hyperparameters as hps
+from .channels import channels
+from .entry_point import check_entry_point
+from .json_fields import expect_object, field, read_json
 from .defaults import (
     DEFAULT_BASE_DIR,
     DEFAULT_CONTROL_PORT,
@@ -29,60 +30,9 @@ from .defaults import (
 from .modeltrainer import read_model_trainer
 from .profiling import profiling_of
 from .setting_values import tcp_port, whole_number
-from .model import (
-    Channel, InputMode, InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, TrainingConfig,
-)
+from .model import InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, TrainingConfig
 
 __all__ = ["load_config"]
-
-CHANNEL_NAME = re.compile(r"^[A-Za-z0-9._-]{1,64}$")
-
-
-# ---- reading -------------------------------------------------------------------------------------
-
-
-def _read_json(path: Path, missing: Callable[[], Any]) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return missing()
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{path}: malformed JSON: {e.msg} at line {e.lineno} column {e.colno}") from None
-
-
-def _expect_object(value: Any, where: str) -> dict:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{where}: expected a JSON object, got {_type_name(value)}")
-    return value
-
-
-def _type_name(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
-        type(value), "a number"
-    )
-
-
-def _field(obj: dict, name: str, kind: type, where: str, required: bool = True) -> Any:
-    if name not in obj:
-        if required:
-            raise ConfigError(f"{where}: missing field '{name}' (expected {_kind_name(kind)})")
-        return None
-    value = obj[name]
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        raise ConfigError(
-            f"{where}: field '{name}' must be {_kind_name(kind)}, got {_type_name(value)} {json.dumps(value)[:80]}"
-        )
-    return value
-
-
-def _kind_name(kind: type) -> str:
-    return {str: "a string", list: "a list", dict: "an object", int: "an integer"}[kind]
 
 
 def _host_list(value: Any, where: str) -> tuple[str, ...]:
@@ -106,7 +56,7 @@ def _default_resource_config() -> dict:
 
 def _resources(raw: dict, path: Path, environ: Mapping[str, str]) -> Resources:
     where = str(path)
-    current = environ.get("SM_CURRENT_HOST") or _field(raw, "current_host", str, where)
+    current = environ.get("SM_CURRENT_HOST") or field(raw, "current_host", str, where)
     if "SM_HOSTS" in environ:
         hosts = _host_list(_parse_env_json(environ, "SM_HOSTS"), "environment variable SM_HOSTS")
     else:
@@ -116,74 +66,27 @@ def _resources(raw: dict, path: Path, environ: Mapping[str, str]) -> Resources:
     if current not in hosts:
         raise ConfigError(f"{where}: current_host {current!r} is not in hosts {list(hosts)}")
     groups = []
-    for i, group in enumerate(_field(raw, "instance_groups", list, where, required=False) or []):
+    for i, group in enumerate(field(raw, "instance_groups", list, where, required=False) or []):
         gwhere = f"{where}: instance_groups[{i}]"
-        group = _expect_object(group, gwhere)
+        group = expect_object(group, gwhere)
         groups.append(
             InstanceGroup(
-                name=_field(group, "instance_group_name", str, gwhere),
-                instance_type=_field(group, "instance_type", str, gwhere, required=False),
+                name=field(group, "instance_group_name", str, gwhere),
+                instance_type=field(group, "instance_type", str, gwhere, required=False),
                 hosts=_host_list(group.get("hosts"), f"{gwhere}: field 'hosts'"),
             )
         )
-    interface = environ.get("SM_NETWORK_INTERFACE_NAME") or _field(
+    interface = environ.get("SM_NETWORK_INTERFACE_NAME") or field(
         raw, "network_interface_name", str, where, required=False
     )
     return Resources(
         current_host=current,
         hosts=hosts,
         network_interface_name=interface,
-        current_instance_type=_field(raw, "current_instance_type", str, where, required=False) or "local",
-        current_group_name=_field(raw, "current_group_name", str, where, required=False) or "homogeneousCluster",
+        current_instance_type=field(raw, "current_instance_type", str, where, required=False) or "local",
+        current_group_name=field(raw, "current_group_name", str, where, required=False) or "homogeneousCluster",
         instance_groups=tuple(groups),
     )
-
-
-def _record_format(name: str, content_type: Optional[str], decoded: Mapping[str, Any], hp_path: str) -> RecordFormat:
-    """sagemaker_pipe_record_format (one format, or {channel: format}), else the ContentType, else TFRecord."""
-    chosen = decoded.get("sagemaker_pipe_record_format")
-    if isinstance(chosen, dict):
-        chosen = chosen.get(name)
-    if chosen is None:
-        return RecordFormat.from_content_type(content_type) or RecordFormat.TFRECORD
-    try:
-        return RecordFormat.parse(str(chosen))
-    except ValueError:
-        raise ConfigError(
-            f"{hp_path}: sagemaker_pipe_record_format for channel '{name}' is {chosen!r}; "
-            "expected tfrecord, recordio or lines"
-        ) from None
-
-
-def _channels(raw: dict, path: Path, decoded: Mapping[str, Any], hp_path: str) -> tuple[Channel, ...]:
-    channels = []
-    for name, spec in raw.items():
-        where = f"{path}: channel '{name}'"
-        if not CHANNEL_NAME.match(name):
-            raise ConfigError(f"{where}: a channel name must be 1-64 letters, digits, '.', '-' or '_'")
-        spec = _expect_object(spec, where)
-        mode_text = _field(spec, "TrainingInputMode", str, where, required=False) or "File"
-        mode = next((m for m in InputMode if m.value.lower() == mode_text.lower()), None)
-        if mode is None:
-            raise ConfigError(
-                f"{where}: field 'TrainingInputMode' is {mode_text!r}; expected one of File, Pipe, FastFile"
-            )
-        shuffle = spec.get("ShuffleConfig")
-        seed = None
-        if shuffle is not None:
-            seed = _field(_expect_object(shuffle, f"{where}: field 'ShuffleConfig'"), "Seed", int, f"{where}: ShuffleConfig")
-        content_type = _field(spec, "ContentType", str, where, required=False)
-        channels.append(
-            Channel(
-                name=name,
-                mode=mode,
-                content_type=content_type,
-                s3_distribution_type=_field(spec, "S3DistributionType", str, where, required=False),
-                shuffle_seed=seed,
-                record_format=_record_format(name, content_type, decoded, hp_path),
-            )
-        )
-    return tuple(channels)
 
 
 def _parse_env_json(environ: Mapping[str, str], name: str) -> Any:
@@ -234,9 +137,11 @@ def _check_distribution_groups(decoded: Mapping[str, Any], resources: Resources,
 
 
 def _program(decoded: Mapping[str, Any], environ: Mapping[str, str], paths: Paths) -> Optional[ProgramSpec]:
+    given_by = "environment variable SAGEMAKER_PROGRAM" if environ.get("SAGEMAKER_PROGRAM") else "hyperparameter sagemaker_program"
     entry = environ.get("SAGEMAKER_PROGRAM") or decoded.get("sagemaker_program")
     if entry is None:
         return None
+    check_entry_point(str(entry), given_by)
     submit = decoded.get("sagemaker_submit_directory") or environ.get("SAGEMAKER_SUBMIT_DIRECTORY") or str(paths.code_dir)
     submit = str(submit)
     if submit.startswith("s3://"):
@@ -263,7 +168,7 @@ def _duration(decoded: Mapping[str, Any], environ: Mapping[str, str], hp: str, e
 
 
 def _optional_path(raw: dict, name: str, where: str) -> Optional[Path]:
-    value = _field(raw, name, str, where, required=False)
+    value = field(raw, name, str, where, required=False)
     if value is not None and not value.startswith("/"):
         raise ConfigError(f"{where}: field '{name}' must be an absolute path, got {value!r}")
     return Path(value) if value else None
@@ -301,37 +206,39 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
     rc_path = paths.config_file("resourceconfig.json")
     hp_path = paths.config_file("hyperparameters.json")
     idc_path = paths.config_file("inputdataconfig.json")
-    resource_config = _expect_object(_read_json(rc_path, _default_resource_config), str(rc_path))
-    raw_hps = _expect_object(_read_json(hp_path, dict), str(hp_path))
-    input_data_config = _expect_object(_read_json(idc_path, dict), str(idc_path))
-    checkpoint_config = _expect_object(_read_json(paths.config_file("checkpointconfig.json"), dict), "checkpointconfig.json")
+    resource_config = expect_object(read_json(rc_path, _default_resource_config), str(rc_path))
+    raw_hps = expect_object(read_json(hp_path, dict), str(hp_path))
+    input_data_config = expect_object(read_json(idc_path, dict), str(idc_path))
+    checkpoint_config = expect_object(read_json(paths.config_file("checkpointconfig.json"), dict), "checkpointconfig.json")
     tensorboard_path = paths.config_file("tensorboardoutputconfig.json")
-    tensorboard_config = _expect_object(_read_json(tensorboard_path, dict), str(tensorboard_path))
+    tensorboard_config = expect_object(read_json(tensorboard_path, dict), str(tensorboard_path))
     profiler_path = paths.config_file("profilerconfig.json")
-    profiler_config = _expect_object(_read_json(profiler_path, dict), str(profiler_path))
+    profiler_config = expect_object(read_json(profiler_path, dict), str(profiler_path))
 
     decoded = hps.with_tuning_model_dir(hps.decode(raw_hps), environ.get("TRAINING_JOB_NAME"))
     resources = _resources(resource_config, rc_path, environ)
     _check_distribution_groups(decoded, resources, str(hp_path))
     program, mpi = _program(decoded, environ, paths), _mpi(decoded, str(hp_path))
-    trainer_mpi = None
-    if program is None and (trainer := read_model_trainer(paths.input_data_dir, paths.code_dir)) is not None:
+    trainer_mpi, trainer = None, read_model_trainer(paths.input_data_dir, paths.code_dir)
+    if program is None and trainer is not None and trainer.program is not None:
         program, trainer_mpi = trainer.program, trainer.mpi  # SDK v3's ModelTrainer: SourceCode, distributed=MPI(...)
     checkpoint_dir = (
-        _field(checkpoint_config, "LocalPath", str, str(paths.config_file("checkpointconfig.json")), required=False)
+        field(checkpoint_config, "LocalPath", str, str(paths.config_file("checkpointconfig.json")), required=False)
         or environ.get("SM_CHECKPOINT_DIR")
         or str(paths.base / "checkpoints")
     )
     return TrainingConfig(
         paths=paths,
         resources=resources,
-        channels=_channels(input_data_config, idc_path, decoded, str(hp_path)),
+        channels=channels(input_data_config, idc_path, decoded, str(hp_path)),
         hyperparameters=decoded,
+        hyperparameters_as_written=raw_hps,
         resource_config=resource_config,
         input_data_config=input_data_config,
         program=program,
         mpi=mpi,
         model_trainer_mpi=trainer_mpi,
+        model_trainer=trainer,
         checkpoint_dir=Path(checkpoint_dir),
         tensorboard_dir=_optional_path(tensorboard_config, "LocalPath", str(tensorboard_path)),
         grace_period_s=_duration(decoded, environ, "sagemaker_grace_period_seconds", "SM_GRACE_PERIOD_SECONDS",

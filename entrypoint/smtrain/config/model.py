@@ -11,7 +11,8 @@ from ..wire.record_format import RecordFormat
 from .profiling import Profiling
 
 __all__ = [
-    "Channel", "CodeFacts", "HostFacts", "InputMode", "InstanceGroup", "MpiSettings", "NetworkFacts", "Paths",
+    "Channel", "CodeFacts", "HostFacts", "InputMode", "InstanceGroup", "ModelTrainerJob", "MpiSettings", "NetworkFacts",
+    "Paths",
     "ProgramSpec", "Resources", "TrainingConfig",
 ]
 
@@ -125,17 +126,28 @@ class ProgramSpec(NamedTuple):
     shell_command: bool = False  # ModelTrainer's SourceCode(command=...): run by bash, no arguments added
 
 
+class ModelTrainerJob(NamedTuple):
+    """What SDK v3's ModelTrainer driver files ask for: the program and MPI, and the files as written."""
+    program: Optional[ProgramSpec]  # None: SourceCode(command="train"), the program then from sagemaker_* hyperparameters
+    mpi: Optional[MpiSettings]  # distributed=MPI(...); None without `distributed`
+    source: Mapping[str, Any]  # sourcecode.json: SourceCode's fields (entry_script, requirements, ...)
+    distributed: Mapping[str, Any]  # distributed.json; {} without `distributed`
+    requirements: Optional[str] = None  # SourceCode(requirements=...): the file v3 installs (none without it)
+
+
 class TrainingConfig(NamedTuple):
     """Every input of the job, read and checked once (config files, variables, ModelTrainer's files)."""
     paths: Paths
     resources: Resources
     channels: tuple[Channel, ...]
     hyperparameters: Mapping[str, Any]  # decoded, all of them
+    hyperparameters_as_written: Mapping[str, Any]  # hyperparameters.json's content (SDK v3's drivers decode it their way)
     resource_config: Mapping[str, Any]  # the file's content, for SM_RESOURCE_CONFIG
     input_data_config: Mapping[str, Any]  # the file's content, for SM_INPUT_DATA_CONFIG
     program: Optional[ProgramSpec]
     mpi: MpiSettings  # the `sagemaker_mpi_*` hyperparameters' settings
     model_trainer_mpi: Optional[MpiSettings]  # SDK v3 ModelTrainer's distributed=MPI(...), which asks for MPI
+    model_trainer: Optional[ModelTrainerJob]  # what SDK v3's ModelTrainer wrote (its driver files), if it started the job
     checkpoint_dir: Path
     tensorboard_dir: Optional[Path]  # tensorboardoutputconfig.json LocalPath (SageMaker uploads it to S3)
     grace_period_s: float

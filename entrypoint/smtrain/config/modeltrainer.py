@@ -7,17 +7,20 @@ ModelTrainer (sagemaker-train) writes no `sagemaker_program` hyperparameter. It 
 process_count_per_node, mpi_additional_options; {} without `distributed`), and starts the container
 as `/bin/bash -c ".../sm_drivers/sm_train.sh"`. The image hands that bash over to `train`
 (docker/modeltrainer-hook.sh), which reads the two files here. Its hyperparameters become `--key value`
-arguments as for every job; ModelTrainer's own driver does the same for an entry script.
+arguments as for every job; ModelTrainer's own driver does the same for an entry script. What the SDK's
+drivers would have given the script besides (their environment, the requirements file they install) is
+planned from the two files as they are (`ModelTrainerJob.source`, `.distributed`).
 """
 from __future__ import annotations
 
 import json
 import shlex
 from pathlib import Path
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 from ..errors import ConfigError
-from .model import MpiSettings, ProgramSpec
+from .entry_point import check_code_path, check_entry_point
+from .model import ModelTrainerJob, MpiSettings, ProgramSpec
 
 __all__ = ["CODE_CHANNEL", "DRIVERS_CHANNEL", "ModelTrainerJob", "read_model_trainer"]
 
@@ -26,12 +29,6 @@ CODE_CHANNEL = "code"
 # `SourceCode(command="train")`: the way to reach this toolkit before it served ModelTrainer; the
 # program then comes from v2-style `sagemaker_*` hyperparameters, as before.
 OUR_ENTRY_POINT = "train"
-
-
-class ModelTrainerJob(NamedTuple):
-    """What SDK v3's ModelTrainer driver files ask for: the program and MPI."""
-    program: ProgramSpec
-    mpi: Optional[MpiSettings]  # distributed=MPI(...); None without `distributed`
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -62,7 +59,8 @@ def _program(source: dict[str, Any], data_dir: Path, default_code_dir: Path, whe
         return ProgramSpec(entry_point=line, submit_dir=str(submit), local_dir=submit, shell_command=True)
     if not isinstance(entry, str) or not entry:
         raise ConfigError(f"{where}: ModelTrainer's SourceCode names neither 'entry_script' nor 'command'")
-    return ProgramSpec(entry_point=entry, submit_dir=str(submit), local_dir=submit)
+    return ProgramSpec(entry_point=check_entry_point(entry, f"{where}: field 'entry_script'"), submit_dir=str(submit),
+                       local_dir=submit)
 
 
 def _mpi(distributed: dict[str, Any], where: Path) -> Optional[MpiSettings]:
@@ -81,15 +79,20 @@ def _mpi(distributed: dict[str, Any], where: Path) -> Optional[MpiSettings]:
 
 
 def read_model_trainer(data_dir: Path, default_code_dir: Path) -> Optional[ModelTrainerJob]:
-    """The job ModelTrainer describes in `<data_dir>/sm_drivers/`, or None where it wrote none (or
-    its SourceCode runs `train` itself). Without a source_dir the program is in `default_code_dir`."""
+    """The job ModelTrainer describes in `<data_dir>/sm_drivers/`, or None where it wrote none. Without a
+    source_dir the program is in `default_code_dir`."""
     drivers = data_dir / DRIVERS_CHANNEL
     source_path = drivers / "sourcecode.json"
     if not source_path.is_file():
         return None
-    program = _program(_read(source_path), data_dir, default_code_dir, source_path)
-    if program is None:
-        return None
+    source = _read(source_path)
+    program = _program(source, data_dir, default_code_dir, source_path)
     distributed_path = drivers / "distributed.json"
     distributed = _read(distributed_path) if distributed_path.is_file() else {}
-    return ModelTrainerJob(program=program, mpi=_mpi(distributed, distributed_path))
+    requirements = source.get("requirements")
+    if requirements is not None:
+        if not isinstance(requirements, str):
+            raise ConfigError(f"{source_path}: field 'requirements' must be a string, got {json.dumps(requirements)[:80]}")
+        check_code_path(requirements, f"{source_path}: field 'requirements'", "the requirements file")
+    return ModelTrainerJob(program=program, mpi=_mpi(distributed, distributed_path) if program is not None else None,
+                           source=source, distributed=distributed, requirements=requirements)

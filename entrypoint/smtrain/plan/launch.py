@@ -20,7 +20,9 @@ from .fifo_plan import relays
 from .kind import Kind, KindInputs
 from .kinds import choose
 from .localmode import checkpoint_carry, emulated_channels, feeder_command
+from .modeltrainer_env import modeltrainer_env_vars
 from .program import ProgramLaunch, plan_program
+from .requirements import RequirementsPlan, requirements_plan
 from .restart_policy import RestartPolicy, restart_policy
 from .shape import JobShape, Role
 from .smenv import process_env_vars, sm_env_vars
@@ -39,7 +41,8 @@ class LaunchPlan(NamedTuple):
     argv: tuple[str, ...]
     cwd: Path
     env_set: Mapping[str, str]  # what the toolkit adds to the inherited environment
-    requirements: Optional[Path]  # requirements.txt to pip-install first, if the code has one
+    requirements: RequirementsPlan  # what is pip-installed first (plan.requirements)
+    model_dir: Path  # what SageMaker packs into model.tar.gz
     folders: tuple[Path, ...]  # made before the program starts, as SageMaker provides them
     cleared: tuple[Path, ...]  # what an earlier job on this host left that would mislead this one: removed
     pipe_state: Path  # PipeModeDataset's epoch counts (sagemaker_tensorflow): cleared, and before a restart in place
@@ -82,7 +85,8 @@ class LaunchPlan(NamedTuple):
             "argv": list(self.argv),
             "cwd": str(self.cwd),
             "fetch_code_from": self.program.fetch_from,
-            "install_requirements": str(self.requirements) if self.requirements else None,
+            "requirements": self.requirements.to_json(),
+            "model_dir": str(self.model_dir),
             "folders": [str(f) for f in self.folders],
             "cleared": [str(f) for f in self.cleared],
             "grace_period_s": self.grace_period_s,
@@ -201,6 +205,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
             **container_env(process_env["SAGEMAKER_REGION"], config.environ),
             **(asked.environment(config, shape.hosts) if asked is not None else {}),
             **sm_env_vars(config, facts, shape),
+            **modeltrainer_env_vars(config, facts),  # SDK v3's drivers' names win in a job ModelTrainer started
             "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
             **profiler_env(config),
             **teardown_env(config),
@@ -211,7 +216,6 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
 
     emulated = emulated_channels(config)
     part = kind.plan(KindInputs(config, facts, python, token, shape, launch, base_env, emulated))
-    requirements = launch.program_dir / "requirements.txt"
     carry = checkpoint_carry(config)
     timeline = asked.horovod_timeline(config, launch.program_dir) if asked is not None else None
     return LaunchPlan(
@@ -222,7 +226,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         argv=part.argv,
         cwd=launch.program_dir,
         env_set=part.env_set,
-        requirements=requirements if launch.fetch_from or facts.code.has_requirements else None,
+        requirements=requirements_plan(config, launch.program_dir, launch.fetch_from is not None, facts.code),
+        model_dir=config.paths.model_dir,
         folders=(config.paths.model_dir, config.paths.output_data_dir, config.checkpoint_dir,
                  *([config.tensorboard_dir] if config.tensorboard_dir else [])),
         # PipeModeDataset's FIFO numbers (sagemaker_tensorflow); the demultiplexers' FIFOs and rank-ended marks

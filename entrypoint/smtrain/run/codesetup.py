@@ -1,8 +1,7 @@
 """Getting the program's code in place before it starts: unpack a tarball (local or `s3://`, the
-latter only where boto3 is installed) into the code folder, and install its requirements.txt."""
+latter only where boto3 is installed) into the code folder (its requirements: run.pip_install)."""
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -12,7 +11,7 @@ from ..errors import CodeSetupFailed
 if TYPE_CHECKING:
     import tarfile
 
-__all__ = ["fetch_code", "install_requirements"]
+__all__ = ["fetch_code"]
 
 
 def _download_s3(uri: str, dest: Path) -> None:
@@ -64,12 +63,3 @@ def _extract_safely(archive: "tarfile.TarFile", dest: Path) -> None:
         if not (target == root or root in target.parents) or member.issym() or member.islnk() or member.isdev():
             raise ValueError(f"refusing tar member {member.name!r}: outside the folder, a link or a device")
     archive.extractall(dest)
-
-
-def install_requirements(python: str, requirements: Path) -> None:
-    """pip-install the code's requirements.txt; CodeSetupFailed when it fails."""
-    log(f"installing {requirements}")
-    done = subprocess.run([python, "-m", "pip", "install", "--no-input", "-r", str(requirements)],
-                          stdout=2, cwd=requirements.parent)
-    if done.returncode != 0:
-        raise CodeSetupFailed(f"pip install -r {requirements} failed with status {done.returncode}")

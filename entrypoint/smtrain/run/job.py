@@ -33,8 +33,9 @@ from ..proc.helpers import HelperGroup, spawn_helper, stop_all
 from ..wire.pipe_assignment import restart_ack
 from ..proc.supervise import end_descendants, parent_death_signal
 from .carry import keep_checkpoints, restore_checkpoints, written_since
-from .codesetup import fetch_code, install_requirements
-from .outcome import FileState, JobOutcome, render
+from .codesetup import fetch_code
+from .pip_install import install_requirements
+from .outcome import FileState, JobOutcome, render, warn_if_no_model
 
 __all__ = ["HostJob", "prepare", "start_helpers", "write_report"]
 
@@ -47,8 +48,7 @@ def prepare(plan: LaunchPlan, python: str) -> None:
         shutil.rmtree(stale, ignore_errors=True)
     if plan.program.fetch_from:
         fetch_code(plan.program.fetch_from, plan.program.program_dir)
-    if plan.requirements and plan.requirements.is_file():
-        install_requirements(python, plan.requirements)
+    install_requirements(python, plan.requirements)
     check_program(plan.program)
     restore_checkpoints(plan.restore_checkpoints_from, plan.checkpoint_dir)
 
@@ -238,4 +238,6 @@ class HostJob:
             write_report(self.plan.report, self.started_at, self.waker.shutdown_seen is not None, self.report_notes,
                          warm=warm)
         success = "the program succeeded" if self.plan.role is Role.SINGLE else "the job succeeded"
+        if outcome.status == 0 and self.plan.role is not Role.WORKER:
+            warn_if_no_model(self.plan.model_dir)
         return render(outcome, self.plan.failure_file, at_start, self.plan.success_file, success, redact)

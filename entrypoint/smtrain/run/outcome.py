@@ -8,6 +8,7 @@ A failure file the program wrote itself is kept.
 """
 from __future__ import annotations
 
+import os
 import re
 import signal
 from pathlib import Path
@@ -21,7 +22,7 @@ from ..wire.rank_failure import RankFailure, is_consequence
 
 __all__ = [
     "FileState", "JobOutcome", "JobView", "decide", "describe_program_failure", "failure_text", "python_exception",
-    "render", "report_failure", "report_success", "uncaught_exception_then_crash",
+    "render", "report_failure", "report_success", "uncaught_exception_then_crash", "warn_if_no_model",
 ]
 
 FAILURE_FILE_LIMIT = 1024
@@ -266,3 +267,13 @@ def report_success(path: Path) -> None:
         write_atomically(path, "")
     except OSError:
         pass
+
+
+def warn_if_no_model(model_dir: Path) -> None:
+    """After a job that succeeded, sagemaker-tensorflow-training's warning where the model folder holds no
+    file (its words: SageMaker uploads that folder as model.tar.gz)."""
+    if any(files for _, _, files in os.walk(model_dir)):
+        return
+    log(f"No model artifact is saved under path {model_dir}. Your training job will not save any model files to S3.")
+    log("For details of how to construct your training script see:")
+    log("https://sagemaker.readthedocs.io/en/stable/using_tf.html#adapting-your-local-tensorflow-script")
