@@ -17,7 +17,7 @@ SOURCE = REPO / "entrypoint"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("smtrain", "smtrain.common", "smtrain.errors", "smtrain.wire"),  # standard library only
     ("smtrain.config",),
-    ("smtrain.data", "smtrain.proc"),
+    ("smtrain.data", "smtrain.proc", "smtrain.sync"),
     ("smtrain.starters",),  # the ways ranks start: the plan gives one, run/'s roles call its steps
     ("smtrain.plan", "smtrain.progress", "smtrain.profiler"),
     ("smtrain.pipes", "smtrain.metrics", "smtrain.s3", "smtrain.horovod_keras"),  # the user API, in the order its modules use each other

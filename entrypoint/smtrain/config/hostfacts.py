@@ -80,4 +80,5 @@ def gather(environ: Mapping[str, str], config: TrainingConfig) -> HostFacts:
         network=network_facts(library_path=environ.get("LD_LIBRARY_PATH", "")),
         code=code_facts(config),
         bindable_cpus=len(os.sched_getaffinity(0)),
+        intermediate_exists=config.paths.output_intermediate_dir.exists(),
     )

@@ -197,3 +197,4 @@ class HostFacts(NamedTuple):
     network: NetworkFacts
     code: CodeFacts = CodeFacts(False, False)
     bindable_cpus: int = 0  # CPUs this process may run on (its affinity); 0: unknown, ranks are not bound
+    intermediate_exists: bool = False  # output/intermediate is there before the job (SageMaker syncs it itself)

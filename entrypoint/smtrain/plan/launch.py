@@ -21,6 +21,7 @@ from .kind import Kind, KindInputs
 from .kinds import choose
 from .localmode import checkpoint_carry, emulated_channels, feeder_command
 from .modeltrainer_env import modeltrainer_env_vars
+from .intermediate import IntermediateSync, intermediate_sync
 from .program import ProgramLaunch, plan_program
 from .requirements import RequirementsPlan, requirements_plan
 from .restart_policy import RestartPolicy, restart_policy
@@ -42,6 +43,7 @@ class LaunchPlan(NamedTuple):
     cwd: Path
     env_set: Mapping[str, str]  # what the toolkit adds to the inherited environment
     requirements: RequirementsPlan  # what is pip-installed first (plan.requirements)
+    intermediate: Optional[IntermediateSync]  # output/intermediate synced to S3 while the job runs (plan.intermediate)
     model_dir: Path  # what SageMaker packs into model.tar.gz
     folders: tuple[Path, ...]  # made before the program starts, as SageMaker provides them
     cleared: tuple[Path, ...]  # what an earlier job on this host left that would mislead this one: removed
@@ -86,6 +88,7 @@ class LaunchPlan(NamedTuple):
             "cwd": str(self.cwd),
             "fetch_code_from": self.program.fetch_from,
             "requirements": self.requirements.to_json(),
+            "intermediate_sync": self.intermediate.to_json() if self.intermediate else None,
             "model_dir": str(self.model_dir),
             "folders": [str(f) for f in self.folders],
             "cleared": [str(f) for f in self.cleared],
@@ -227,6 +230,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         cwd=launch.program_dir,
         env_set=part.env_set,
         requirements=requirements_plan(config, launch.program_dir, launch.fetch_from is not None, facts.code),
+        intermediate=intermediate_sync(config, facts.intermediate_exists),
         model_dir=config.paths.model_dir,
         folders=(config.paths.model_dir, config.paths.output_data_dir, config.checkpoint_dir,
                  *([config.tensorboard_dir] if config.tensorboard_dir else [])),

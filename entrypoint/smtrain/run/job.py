@@ -34,6 +34,7 @@ from ..wire.pipe_assignment import restart_ack
 from ..proc.supervise import end_descendants, parent_death_signal
 from .carry import keep_checkpoints, restore_checkpoints, written_since
 from .codesetup import fetch_code
+from .intermediate_sync import FINISH_WAIT_S, STOPPING_WAIT_S, finish_syncer, start_syncer
 from .pip_install import install_requirements
 from .outcome import FileState, JobOutcome, render, warn_if_no_model
 
@@ -221,8 +222,9 @@ class HostJob:
         prepare(self.plan, self.python)
         # Everything the job starts re-parents to `train` when orphaned (orted daemonizes), and is ended here.
         linux.become_subreaper()
+        syncer = start_syncer(self.plan.intermediate, self.python)
         warm = start_report(self.plan.report) if self.plan.report else None
-        self.report_pids = [warm.pid] if warm is not None else []
+        self.report_pids = [p.pid for p in (warm, syncer) if p is not None]
         try:
             with self.helpers:
                 outcome = body(self)
@@ -230,14 +232,17 @@ class HostJob:
             if warm is not None:
                 warm.kill()
                 warm.wait()
+            finish_syncer(syncer, STOPPING_WAIT_S, tell=True)
             raise
         finally:
             end_descendants(self.waker, 2.0, self.report_pids)  # whatever the job left behind: nothing outlives train
             keep_checkpoints(self.plan.checkpoint_dir, self.plan.keep_checkpoints_in)
+        stopping = self.waker.shutdown_seen is not None
         if self.plan.report:
-            write_report(self.plan.report, self.started_at, self.waker.shutdown_seen is not None, self.report_notes,
-                         warm=warm)
+            write_report(self.plan.report, self.started_at, stopping, self.report_notes, warm=warm)
         success = "the program succeeded" if self.plan.role is Role.SINGLE else "the job succeeded"
         if outcome.status == 0 and self.plan.role is not Role.WORKER:
             warn_if_no_model(self.plan.model_dir)
-        return render(outcome, self.plan.failure_file, at_start, self.plan.success_file, success, redact)
+        status = render(outcome, self.plan.failure_file, at_start, self.plan.success_file, success, redact)
+        finish_syncer(syncer, STOPPING_WAIT_S if stopping else FINISH_WAIT_S, tell=True)  # its last pass: the outcome is out
+        return status
