@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from figures import print_figures  # benchmarks/figures.py  # noqa: E402
-from tests.s3.conftest import KEYS, start_moto  # noqa: E402
+from tests.harness.moto import KEYS, start_moto  # noqa: E402
 
 
 def _timed(fn) -> float:

@@ -236,7 +236,7 @@ SYNC_BATCH_NORM_END = """    except AttributeError:
       pass
     return outputs
 """
-SYNC_BATCH_NORM_END_OF_KERAS3 = """    except AttributeError:
+SYNC_BATCH_NORM_END_AT_IMPORT = """    except AttributeError:
       pass
     return outputs
 
@@ -245,6 +245,26 @@ from smtrain.horovod_keras.keras3 import tf_keras_is_keras3 as _smtrain_tf_keras
 if _smtrain_tf_keras_is_keras3():  # smtrain: tf.keras is Keras 3 (TF_USE_LEGACY_KERAS unset): Keras 3's layer
     from smtrain.horovod_keras.sync_batch_norm import sync_batch_normalization_class as _smtrain_sync_bn
     SyncBatchNormalization = _smtrain_sync_bn()  # noqa: F811
+"""
+SYNC_BATCH_NORM_END_OF_KERAS3 = """    except AttributeError:
+      pass
+    return outputs
+
+
+def _smtrain_keras3_layer():
+    \"\"\"smtrain: where tf.keras is Keras 3 (TF_USE_LEGACY_KERAS unset), Keras 3's layer; else None (and where
+    smtrain is not there yet: the image's build patches Horovod before it installs smtrain).\"\"\"
+    try:
+        from smtrain.horovod_keras.keras3 import tf_keras_is_keras3
+    except ImportError:
+        return None
+    if not tf_keras_is_keras3():
+        return None
+    from smtrain.horovod_keras.sync_batch_norm import sync_batch_normalization_class
+    return sync_batch_normalization_class()
+
+
+SyncBatchNormalization = _smtrain_keras3_layer() or SyncBatchNormalization  # noqa: F811
 """
 # (Horovod's line, the patched line, what an earlier version of this patch made of it)
 LR_READS = (
@@ -347,7 +367,8 @@ EDITS = (
     Edit("keras/__init__.py", PARTIAL_LOCAL_LAYERS, PARTIAL_LOCAL_LAYERS_OF_KERAS3),
     Edit("tensorflow/__init__.py", PARTIAL_TAPE_LOCAL_LAYERS, PARTIAL_TAPE_LOCAL_LAYERS_OF_KERAS3),
     Edit("tensorflow/__init__.py", TAPE_RESULT, TAPE_RESULT_MARKED),
-    Edit("tensorflow/sync_batch_norm.py", SYNC_BATCH_NORM_END, SYNC_BATCH_NORM_END_OF_KERAS3),
+    Edit("tensorflow/sync_batch_norm.py", SYNC_BATCH_NORM_END, SYNC_BATCH_NORM_END_OF_KERAS3,
+         (SYNC_BATCH_NORM_END_AT_IMPORT,)),
 )
 
 CHECK = """

@@ -221,3 +221,12 @@ def assert_outside_host_gets_the_system_settings(outside: dict) -> None:
     assert outside["unknown host"] == [255, ["Host key verification failed."]], outside
     assert outside["known host"][0] == 255 and "Permission denied (publickey)" in outside["known host"][1][0], outside
     assert outside["job key given"][0] == 0, outside
+
+
+def assert_only_the_jobs_key_logs_in(logins: dict) -> None:
+    """What tests/programs/ssh_probe.py found logging into the worker: the job's key in, every other key - root's
+    own, the job before's - tried and refused by the worker's sshd (not an ssh that could not connect)."""
+    assert logins["job"][0] == 0, logins
+    for other in ("root", "previous job"):
+        status, said = logins[other]
+        assert status == 255 and said and "Permission denied (publickey" in said[0], (other, logins)

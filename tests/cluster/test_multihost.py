@@ -8,6 +8,7 @@ a lost worker ends the master within 15 s; hosts wait SM_PEER_WAIT_SECONDS for p
 from __future__ import annotations
 
 import json
+import re
 import signal
 import sys
 import time
@@ -69,6 +70,39 @@ def test_keras_3_and_tf_keras_models_train_on_2x2_ranks_as_one_process_on_the_un
     for flavour in keras_api.FLAVOURS:
         keras_api.assert_trains_as_union(keras_api.of(found, "optimizer-fit", flavour), 2e-5)
     assert cluster.leftovers() == {}
+
+
+ORACLE_HOSTS = """
+import json, sys
+from sagemaker_training import environment
+env = environment.Environment()
+print(json.dumps({"distribution_hosts": env.distribution_hosts, "master": env.master_hostname}))
+"""
+
+
+def test_eleven_hosts_listed_as_sagemaker_lists_them_put_every_rank_where_sagemaker_training_does(make_cluster) -> None:
+    """resourceconfig.json's hosts sorted lexicographically (algo-10 and algo-11 before algo-2), the instance
+    group's in an order of their own: the master and each rank's host are those of sagemaker-training 5.1.4's
+    own Environment on the same files (its distribution hosts, in their order, one rank each)."""
+    import subprocess
+
+    cluster = make_cluster(11)
+    cluster.write_job({"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 1},
+                      program=PROGRAMS / "hello_mpi.py", as_sagemaker_lists=True)
+    listed = json.loads((cluster.hosts[0].ml / "input" / "config" / "resourceconfig.json").read_text())["hosts"]
+    assert listed[:3] == ["algo-1", "algo-10", "algo-11"]
+    oracle = subprocess.run([sys.executable, "-c", ORACLE_HOSTS], capture_output=True, text=True, timeout=60,
+                            env={"SAGEMAKER_BASE_DIR": str(cluster.hosts[0].ml), "PATH": "/usr/bin:/bin"})
+    assert oracle.returncode == 0, oracle.stderr[-2000:]
+    expected = json.loads(oracle.stdout)
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="90", SM_SYSTEM_MONITOR="off", SM_FRAMEWORK_METRICS="off"))
+    statuses = cluster.wait(240)
+    assert statuses == {h.name: 0 for h in cluster.hosts}, {h.name: h.stderr()[-800:] for h in cluster.hosts}
+    master = next(h for h in cluster.hosts if h.name == expected["master"])
+    placed = {int(rank): host for rank, host in re.findall(r"hello from rank (\d+) of 11 \(local 0\) on (\S+)",
+                                                           master.stdout())}
+    assert [placed[r] for r in range(11)] == expected["distribution_hosts"], master.stdout()[-2000:]
+    assert "mpirun" in master.stderr() and cluster.leftovers() == {}
 
 
 def assert_keras_callbacks_worked(reports: list[dict]) -> None:

@@ -249,7 +249,7 @@ def test_mwms_worker_never_starts(make_cluster) -> None:
 def test_mwms_keras_job_keeps_its_model_dir_on_s3_and_the_next_job_resumes_from_it(make_cluster, tmp_path) -> None:
     """SageMaker's TensorFlow estimator gives a MultiWorkerMirroredStrategy job `--model_dir s3://...`:
     an S3 server (moto's, real) runs in algo-1's network; both hosts write and read it through the plugin."""
-    from tests.s3.conftest import KEYS, MOTO_SERVER, free_port
+    from tests.harness.moto import KEYS, MOTO_SERVER, free_port
 
     cluster = make_cluster(2)
     master = cluster.host("algo-1")

@@ -236,10 +236,16 @@ class Cluster:
 
     def write_job(self, hyperparameters: Mapping[str, Any], program: Optional[Path] = None,
                   program_name: str = "train.py", extra: Optional[Mapping[str, Any]] = None,
-                  groups: Optional[Mapping[str, Sequence[str]]] = None) -> None:
+                  groups: Optional[Mapping[str, Sequence[str]]] = None, as_sagemaker_lists: bool = False) -> None:
         """The same job on every host, as SageMaker writes it (hyperparameters as JSON strings); `groups`
-        (name -> hosts) makes a heterogeneous cluster, each host told its own group."""
+        (name -> hosts) makes a heterogeneous cluster, each host told its own group. `as_sagemaker_lists`:
+        `hosts` sorted lexicographically, as the guide says (algo-10 before algo-2), beside the one instance
+        group SageMaker names for a job without groups, its hosts in an order of their own (files of real jobs
+        list them unsorted: here last first)."""
         names = [h.name for h in self.hosts]
+        if as_sagemaker_lists:
+            groups = {"homogeneousCluster": names[::-1]}
+            names = sorted(names)
         for h in self.hosts:
             config = h.ml / "input" / "config"
             resources = {"current_host": h.name, "hosts": names, "network_interface_name": "eth0", **(extra or {})}

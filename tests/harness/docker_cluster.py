@@ -46,6 +46,20 @@ def container_logs(name: str) -> str:
     return done.stdout + done.stderr
 
 
+def interleaved_logs(name: str) -> list[str]:
+    """What a container wrote, stdout and stderr lines in the order they were written, as CloudWatch gets
+    one stream (by Docker's timestamp of each line; lines of the same nanosecond keep their stream's order)."""
+    done = docker("logs", "--timestamps", name, check=False)
+    lines = []
+    for stream, text in enumerate((done.stdout, done.stderr)):
+        for index, line in enumerate(text.splitlines()):
+            stamp, _, rest = line.partition(" ")
+            day, _, time_of_day = stamp.rstrip("Z").partition("T")
+            seconds, _, fraction = time_of_day.partition(".")
+            lines.append(((day, seconds, fraction.ljust(9, "0")), stream, index, rest))
+    return [rest for *_, rest in sorted(lines)]
+
+
 def ensure_docker(wait_s: float = 60) -> None:
     """A Docker engine answering: the running one, else dockerd started here (no systemd needed)."""
     if docker("info", check=False, timeout=30).returncode == 0:

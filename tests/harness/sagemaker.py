@@ -1,32 +1,45 @@
 """A stand-in for SageMaker's training service, to run a CreateTrainingJob request - as an SDK sent it -
 on containers of the image, as SageMaker runs it, following its documented container contract
-(tests/harness/sagemaker_contract.py): each host's `/opt/ml` laid out from the request, File channels
-as files and Pipe channels as FIFOs `<channel>_<epoch>` fed from the channel's S3 objects (each host
-its share), the checkpoint folder restored from the request's checkpoint S3 URI before the job and
-copied back after it, a spot interruption as SageMaker makes one (SIGTERM, SIGKILL 120 s later, then
-the same request again on new hosts), and at the end the model and output folders packed into the
-output path. S3 is a real S3 API (moto's server, which the containers reach on the job's network).
+(tests/harness/sagemaker_contract.py): each host's `/opt/ml` laid out from the request; File (and FastFile)
+channels as files; Pipe channels as FIFOs `<channel>_<epoch>` fed from the channel's S3 objects (each host
+its share, shuffled each epoch where the channel says, decompressed and RecordIO-wrapped where it says),
+the next FIFO made once the last was read to its end or closed - a reader may close one early and go on to
+the next; the hosts on a network whose interface is not eth0 (eth0 is each host's own, reaching no other
+host), as resourceconfig.json says; the checkpoint folder restored from the request's checkpoint URI before
+the job and copied to it as files appear; StoppingCondition's MaxRuntimeInSeconds and a spot interruption
+as SageMaker makes them (SIGTERM, SIGKILL 120 s later; after a spot interruption the same request again on
+new hosts); each host's log as one stream, stdout and stderr in the order written; `output/failure` read
+as the FailureReason; and after a job that succeeded, the model and output folders packed into the output
+path. S3 is a real S3 API (moto's server, which the containers reach on the job's network).
 
 What it leaves out: the role's credentials come as keys in the environment (SageMaker serves them at
-AWS_CONTAINER_CREDENTIALS_RELATIVE_URI), checkpoints go to S3 when a run ends rather than as they
-appear, the model is packed from the first host's folder, and limits (runtime, metric count) are not
-enforced. Every wait is bounded."""
+AWS_CONTAINER_CREDENTIALS_RELATIVE_URI), the model is packed from the first host's folder, and the metric
+count is not enforced. Every wait is bounded."""
 from __future__ import annotations
 
 import errno
+import fcntl
 import io
 import json
 import os
+import select
+import struct
 import tarfile
+import termios
 import threading
 import time
 from pathlib import Path
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from tests.harness import sagemaker_contract as contract
-from tests.harness.docker_cluster import container_logs, docker, wait_containers
+from tests.harness.docker_cluster import docker, interleaved_logs, wait_containers
 
-STOP_GRACE_S = 120  # SIGTERM, then SIGKILL this long after (SageMaker's stop and spot interruption)
+STOP_GRACE_S = contract.STOP_GRACE_S
+NETWORK = "smtrain-sm"  # the stand-in's jobs' Docker network (the tests make one S3 on it: tests/sdk/conftest.py)
+MOTO_BIN = Path("/opt/smtrain/moto/bin")
+USER_BUCKET = "my-bucket"  # the README's
+SDK_BUCKET = "sagemaker-us-east-1-123456789012"  # the SDK's default bucket for the README's account
+CHECKPOINT_SYNC_S = 0.5  # how often a host's new checkpoint files go to S3 while the job runs
 
 
 def split_uri(uri: str) -> tuple[str, str]:
@@ -58,10 +71,14 @@ class S3Store:
 
     def upload(self, folder: Path, uri: str) -> None:
         """Each file below `folder` to its path below the prefix `uri` (a bucket's root: `s3://bucket`)."""
-        bucket, prefix = split_uri(uri)
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            key = "/".join(filter(None, (prefix.rstrip("/"), path.relative_to(folder).as_posix())))
-            self.client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+            self.upload_file(path, folder, uri)
+
+    def upload_file(self, path: Path, folder: Path, uri: str) -> None:
+        """`path` (below `folder`) to its path below the prefix `uri`."""
+        bucket, prefix = split_uri(uri)
+        key = "/".join(filter(None, (prefix.rstrip("/"), path.relative_to(folder).as_posix())))
+        self.client.put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
 
     def delete(self, uri: str) -> None:
         """Every object under the prefix `uri`."""
@@ -73,11 +90,20 @@ class S3Store:
         self.client.put_object(Bucket=bucket, Key=key, Body=data)
 
 
+class SageMakerS3(NamedTuple):
+    """The stand-in's S3: moto's server on the job network's gateway (the containers and the tests reach it there)."""
+    url: str
+    store: S3Store
+
+
 class Run(NamedTuple):
-    """One run of the request on its hosts: the job, or the part a spot interruption ended."""
+    """One run of the request on its hosts: the job, or the part a stop ended."""
     statuses: dict[str, Optional[int]]  # each container's exit status; None: it outlived every wait
-    logs: dict[str, list[str]]  # each host's stdout and stderr lines, as CloudWatch gets them
+    logs: dict[str, list[str]]  # each host's log, stdout and stderr in the order written, as CloudWatch gets it
     folder: Path  # <host>/ml: what each host's /opt/ml held at the end
+    failure_reason: Optional[str] = None  # DescribeTrainingJob's: the first 1024 characters of a host's output/failure
+    stopped: Optional[str] = None  # why SageMaker stopped it: "MaxRuntimeExceeded", "SpotInterruption"
+    fed: dict[str, list[int]] = {}  # each host's Pipe channel (host/channel): the bytes each epoch's FIFO took
 
     def ml(self, host: str) -> Path:
         return self.folder / host / "ml"
@@ -103,36 +129,43 @@ class TrainingJob:
         self.runs += 1
         run_folder = self.folder / f"run-{self.runs}"
         gate = EpochGate(1 if interrupt_after_checkpoint else None)
-        feeders = [threading.Thread(target=feed, args=(fifo, chunks, gate), daemon=True)
-                   for host in self.hosts for fifo, chunks in self._lay_out(run_folder / host / "ml", host)]
+        fed: dict[str, list[int]] = {}
+        feeders = [threading.Thread(target=feed, args=(fifo, epoch_data, gate, fed.setdefault(f"{host}/{fifo.name}", [])),
+                                    daemon=True)
+                   for host in self.hosts for fifo, epoch_data in self._lay_out(run_folder / host / "ml", host)]
         containers = {host: f"{self.network}-{host}" for host in self.hosts}
-        names = list(containers.values())
+        own = {host: f"0own-{self.network}-{host}" for host in self.hosts}  # sorts first: each host's eth0
+        checkpoints = CheckpointSync(self, run_folder)
+        stopped: Optional[str] = None
         try:
             for thread in feeders:
                 thread.start()
+            checkpoints.start()
             for host in reversed(self.hosts):  # workers first: SageMaker gives no order
-                self._start(host, containers[host], run_folder / host / "ml")
+                self._start(host, containers[host], own[host], run_folder / host / "ml")
             if interrupt_after_checkpoint:
-                self._await_checkpoint(run_folder, names, timeout)
-                statuses = _interrupt(containers, gate)
+                self._await_checkpoint(run_folder, list(containers.values()), timeout)
+                statuses, stopped = _stop(containers, gate), "SpotInterruption"
             else:
-                statuses = wait_containers(containers, timeout)
+                statuses, stopped = self._wait(containers, timeout)
         finally:
             gate.close()
-            logs = {host: container_logs(name).splitlines() for host, name in containers.items()}
+            checkpoints.stop()
+            logs = {host: interleaved_logs(name) for host, name in containers.items()}
             for host, lines in logs.items():
                 (run_folder / host / "log").write_text("\n".join(lines))
-            docker("rm", "-f", *names, check=False)
+            docker("rm", "-f", *containers.values(), check=False)
+            docker("network", "rm", *own.values(), check=False)
         for thread in feeders:
             thread.join(timeout=10)
-        done = Run(statuses, logs, run_folder)
-        self._keep_checkpoints(done)
-        if not interrupt_after_checkpoint and all(status == 0 for status in statuses.values()):
+        done = Run(statuses, logs, run_folder, self._failure_reason(run_folder), stopped, fed)
+        if stopped is None and all(status == 0 for status in statuses.values()):
             self._pack(done)
         return done
 
-    def _lay_out(self, ml: Path, host: str) -> list[tuple[Path, list[bytes]]]:
-        """`ml` as SageMaker lays out a host's /opt/ml; returns its Pipe channels' FIFO prefixes and data."""
+    def _lay_out(self, ml: Path, host: str) -> list[tuple[Path, Callable[[int], list[bytes]]]]:
+        """`ml` as SageMaker lays out a host's /opt/ml; returns its Pipe channels' FIFO prefixes, each with
+        what epoch e of it streams."""
         for sub in ("code", "model", "output/data", "input/data"):
             (ml / sub).mkdir(parents=True, exist_ok=True)
         for name, content in contract.config_files(self.request, host).items():
@@ -146,23 +179,57 @@ class TrainingJob:
         pipes = []
         index = self.hosts.index(host)
         for channel in contract.channels(self.request):
-            keys = contract.share(self.s3.keys(channel.s3_uri), channel.distribution, index, len(self.hosts))
+            keys = self.s3.keys(channel.s3_uri)
             if channel.mode == "Pipe":
-                pipes.append((ml / "input" / "data" / channel.name, [self.s3.get(channel.s3_uri, k) for k in keys]))
-            else:
-                self.s3.download(channel.s3_uri, keys, ml / "input" / "data" / channel.name)
+                objects = {key: self.s3.get(channel.s3_uri, key) for key in keys}
+
+                def epoch_data(epoch: int, channel: contract.Channel = channel, objects: dict = objects) -> list[bytes]:
+                    share = contract.share(objects, channel.distribution, index, len(self.hosts), channel.seed, epoch)
+                    return [contract.pipe_record(objects[key], channel) for key in share]
+
+                pipes.append((ml / "input" / "data" / channel.name, epoch_data))
+            else:  # File, and FastFile: the container sees a folder either way
+                share = contract.share(keys, channel.distribution, index, len(self.hosts), channel.seed)
+                self.s3.download(channel.s3_uri, share, ml / "input" / "data" / channel.name)
         return pipes
 
-    def _start(self, host: str, name: str, ml: Path) -> None:
+    def _start(self, host: str, name: str, own_network: str, ml: Path) -> None:
+        """The host's container: on a network of its own (eth0, reaching no other host of the job) and on the
+        job's network (eth1, the host's name an alias there), as resourceconfig.json's network_interface_name says."""
         entrypoint, arguments = contract.command(self.request)
         variables = {**contract.environment(self.request), **self.s3_access}
         options = ["--entrypoint", entrypoint[0]] if entrypoint else []
         cpus = own_cpus(self.hosts.index(host), len(self.hosts))
         if cpus:  # each host its own CPUs, as instances have: ranks bound by one host never starve another
             options += ["--cpuset-cpus", ",".join(map(str, cpus))]
-        docker("run", "-d", "--name", name, "--hostname", host, "--network", self.network, "--network-alias", host,
-               "-v", f"{ml}:/opt/ml", *[a for k, v in variables.items() for a in ("-e", f"{k}={v}")], *options,
-               self.image, *entrypoint[1:], *arguments)
+        docker("network", "create", own_network)
+        docker("create", "--name", name, "--hostname", host, "--network", own_network, "-v", f"{ml}:/opt/ml",
+               *[a for k, v in variables.items() for a in ("-e", f"{k}={v}")], *options, self.image, *entrypoint[1:],
+               *arguments)
+        docker("network", "connect", "--alias", host, self.network, name)
+        docker("start", name)
+        # Docker names a container's interfaces in the order it sorts its networks (by name, where all have a
+        # gateway): the own network's name sorts first. Checked, since resourceconfig.json says eth1.
+        interface = contract.NETWORK_INTERFACE
+        looked = docker("exec", name, "cat", f"/sys/class/net/{interface}/address", check=False)
+        if looked.returncode != 0 and docker("inspect", "-f", "{{.State.Running}}", name).stdout.strip() != "true":
+            return  # over already (a job that fails at once): nothing ran on the network to look at
+        seen = looked.stdout.strip()
+        job_mac = docker("inspect", "-f", f'{{{{(index .NetworkSettings.Networks "{self.network}").MacAddress}}}}',
+                         name).stdout.strip()
+        if seen != job_mac:
+            raise RuntimeError(f"{name}: the job's network is not {interface} ({interface}: {seen!r}, the job's: "
+                               f"{job_mac!r}); resourceconfig.json would name the wrong interface")
+
+    def _wait(self, containers: Mapping[str, str], timeout: float) -> tuple[dict, Optional[str]]:
+        """Until every container has ended; where MaxRuntimeInSeconds comes first, the job is stopped there."""
+        limit = contract.max_runtime_s(self.request)
+        if limit is None or limit >= timeout:
+            return wait_containers(containers, timeout), None
+        statuses = wait_containers(containers, limit)
+        if all(status is not None for status in statuses.values()):
+            return statuses, None
+        return _stop(containers), "MaxRuntimeExceeded"
 
     def _await_checkpoint(self, run_folder: Path, names: list[str], timeout: float) -> None:
         """Until a host has a checkpoint (or a container has ended: the job, not the stand-in, stopped it)."""
@@ -176,11 +243,12 @@ class TrainingJob:
             time.sleep(0.5)
         raise TimeoutError(f"no checkpoint on any host within {timeout:g} s (logs: {run_folder}/<host>/log)")
 
-    def _keep_checkpoints(self, done: Run) -> None:
-        if "CheckpointConfig" not in self.request:
-            return
+    def _failure_reason(self, run_folder: Path) -> Optional[str]:
         for host in self.hosts:
-            self.s3.upload(done.ml(host) / self.checkpoints, self.request["CheckpointConfig"]["S3Uri"])
+            failure = run_folder / host / "ml" / "output" / "failure"
+            if failure.is_file():
+                return contract.failure_reason(failure.read_text(errors="replace"))
+        return None
 
     def _output(self, name: str) -> str:
         """Where SageMaker puts the job's `name` (model.tar.gz, output.tar.gz): under its output path."""
@@ -197,6 +265,44 @@ class TrainingJob:
         uri = self._output(name)
         with tarfile.open(fileobj=io.BytesIO(self.s3.get(uri, split_uri(uri)[1]))) as archive:
             return {m.name: archive.extractfile(m).read() for m in archive.getmembers() if m.isfile()}
+
+
+class CheckpointSync:
+    """Each host's checkpoint folder to the request's checkpoint URI as files appear or change (SageMaker
+    copies new local checkpoints to S3 while the job runs), and a last time when the run ends."""
+
+    def __init__(self, job: TrainingJob, run_folder: Path) -> None:
+        self.job, self.run_folder = job, run_folder
+        self.uri = job.request.get("CheckpointConfig", {}).get("S3Uri")
+        self.sent: dict[Path, tuple[int, int]] = {}
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> None:
+        if self.uri:
+            self.thread.start()
+
+    def stop(self) -> None:
+        if self.uri:
+            self.done.set()
+            self.thread.join(timeout=30)
+            self._sweep()
+
+    def _loop(self) -> None:
+        while not self.done.wait(CHECKPOINT_SYNC_S):
+            self._sweep()
+
+    def _sweep(self) -> None:
+        for host in self.job.hosts:
+            folder = self.run_folder / host / "ml" / self.job.checkpoints
+            for path in sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else []:
+                try:
+                    stat = path.stat()
+                    if self.sent.get(path) != (stat.st_mtime_ns, stat.st_size):
+                        self.job.s3.upload_file(path, folder, self.uri)
+                        self.sent[path] = (stat.st_mtime_ns, stat.st_size)
+                except FileNotFoundError:  # written aside and renamed meanwhile: the next sweep takes it
+                    continue
 
 
 def own_cpus(index: int, num_hosts: int) -> list[int]:
@@ -241,44 +347,70 @@ class EpochGate:
             return not self._closed
 
 
-def feed(prefix: Path, chunks: list[bytes], gate: EpochGate) -> None:
-    """SageMaker's side of one Pipe channel on one host: FIFO `<prefix>_<epoch>` for epoch 0, 1, ...
-    as `gate` allows, each made once the last was read through, each carrying every object of the
-    host's share. Ends when the gate closes or the reader goes away."""
+def feed(prefix: Path, epoch_data: Callable[[int], list[bytes]], gate: EpochGate, fed: list[int]) -> None:
+    """SageMaker's side of one Pipe channel on one host: FIFO `<prefix>_<epoch>` for epoch 0, 1, ... as
+    `gate` allows, each made once the last was read to its end or closed (the guide: read a FIFO to its end,
+    or close it early, then look for the next), each carrying `epoch_data(epoch)`. `fed` gets the bytes each
+    epoch's reader took. Ends when the gate closes."""
     epoch = 0
     while gate.wait_for(epoch):
         fifo = Path(f"{prefix}_{epoch}")
         os.mkfifo(fifo)
-        fd = None
-        while fd is None and not gate.closed:
-            try:
-                fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO until a reader opens it
-            except OSError as e:
-                if e.errno != errno.ENXIO:
-                    raise
-                time.sleep(0.05)
+        fd = _open_for_a_reader(fifo, gate)
         if fd is None:
             return
-        os.set_blocking(fd, True)
+        sent = 0
         try:
-            for chunk in chunks:
+            for chunk in epoch_data(epoch):
                 view = memoryview(chunk)
                 while view:
-                    view = view[os.write(fd, view):]
-        except BrokenPipeError:
-            return
+                    written = os.write(fd, view)
+                    view, sent = view[written:], sent + written
+            _until_read(fd, gate)
+        except BrokenPipeError:  # the reader closed it early: the epoch ends here, the next FIFO follows
+            pass
         finally:
             os.close(fd)
+        fed.append(sent)
         epoch += 1
 
 
-def _interrupt(containers: Mapping[str, str], gate: EpochGate) -> dict[str, Optional[int]]:
-    """A spot interruption: SIGTERM to every host, SIGKILL to what is left STOP_GRACE_S later. The data
-    goes on streaming meanwhile: each Pipe channel gets one epoch more than it had."""
+def _open_for_a_reader(fifo: Path, gate: EpochGate) -> Optional[int]:
+    """`fifo`'s write end once a reader has opened it (blocking from then on); None when the run ended first."""
+    while not gate.closed:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # ENXIO until a reader opens it
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise
+            time.sleep(0.05)
+            continue
+        os.set_blocking(fd, True)
+        return fd
+    return None
+
+
+def _until_read(fd: int, gate: EpochGate) -> None:
+    """Until the reader has taken every byte written to the FIFO `fd`, or has closed it, or the run ended."""
+    unread = struct.pack("i", 0)
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    while not gate.closed:
+        if struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, unread))[0] == 0:
+            return
+        if any(event & select.POLLERR for _, event in poller.poll(0)):  # no reader any more
+            return
+        time.sleep(0.01)
+
+
+def _stop(containers: Mapping[str, str], gate: Optional[EpochGate] = None) -> dict[str, Optional[int]]:
+    """SageMaker's stop: SIGTERM to every host, SIGKILL to what is left STOP_GRACE_S later. The data goes
+    on streaming meanwhile (a spot interruption's `gate`: each Pipe channel gets one epoch more than it had)."""
     for name in containers.values():
         docker("kill", "--signal", "TERM", name, check=False)
-    time.sleep(1)  # the signal on its way to the ranks before their next data
-    gate.allow(2)
+    if gate is not None:
+        time.sleep(1)  # the signal on its way to the ranks before their next data
+        gate.allow(2)
     statuses = wait_containers(containers, STOP_GRACE_S)
     for host, status in statuses.items():
         if status is None:

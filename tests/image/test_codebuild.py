@@ -2,11 +2,14 @@
 fresh Python environment standing in for CodeBuild's (only what the install phase installs), with
 the buildspec's variables; a failed command ends its phase, and post_build runs after a failed build
 with CODEBUILD_BUILD_SUCCEEDING=0. What cannot run here is replaced, and only that: the ECR login (by
-nothing), each build (by tagging an image made here with the build's tags), each push (by a line
-saying it). The image tests run as written, narrowed to two quick tests: the whole tier runs against
-the same image in this session anyway. Run twice: with the image under test for both flavours
-(everything pushed), and with a GPU flavour whose image test fails (nothing pushed, not even the CPU
-flavour that passed)."""
+nothing), the GPU flavour's build (by tagging an image made here with the build's tags: it takes longer
+than a test may, and is a tier of its own), each push (by a line saying it). The CPU flavour's build runs
+as written - scripts/build-image.sh with the buildspec's arguments - from the base this session's image was
+built from, so that Docker's cache makes it quick where the image under test is this checkout's (one built
+elsewhere, $SMTRAIN_IMAGE, is tagged instead). The image tests run as written, narrowed to two quick tests:
+the whole tier runs against the same image in this session anyway. Run twice: with the image under test for
+both flavours (everything pushed), and with a GPU flavour whose image test fails (nothing pushed, not even
+the CPU flavour that passed)."""
 from __future__ import annotations
 
 import os
@@ -19,20 +22,22 @@ from typing import Iterator
 import pytest
 import yaml
 
-from tests.harness.docker_cluster import REPO, docker
+from tests.harness.docker_cluster import BASE_TAG, IMAGE_TAG, REPO, docker
 
 pytestmark = pytest.mark.timeout(600, func_only=True)
 NARROWED = "-k 'final_stage_has_no_build_tools or passes_the_status_through'"
 REGISTRY = "registry.example/smtrain-test"
 
 
-def _as_run_here(command: str) -> str:
+def _as_run_here(command: str, built_here: bool) -> str:
     if "docker login" in command:
         return "true  # the ECR login: no registry here"
     if command.startswith("scripts/build-image.sh "):
         flavour = command.split()[1]
         tags = re.findall(r'-t ("[^"]+")', command)
         assert tags and flavour in ("cpu", "gpu"), command
+        if flavour == "cpu" and built_here:
+            return command
         return " && ".join(f'docker tag "$IMAGE_UNDER_TEST_{flavour.upper()}" {tag}' for tag in tags)
     if command.startswith("docker push "):
         return f"echo would push {command[len('docker push '):]}"
@@ -41,7 +46,7 @@ def _as_run_here(command: str) -> str:
     return command
 
 
-def buildspec_script(spec: dict) -> str:
+def buildspec_script(spec: dict, built_here: bool = False) -> str:
     """The buildspec's phases as one bash script, as CodeBuild runs them: in order, in one shell (what a
     phase sets, the next sees); a failed command ends its phase; a failed install or pre_build ends the
     build; post_build runs after build whether it failed or not, CODEBUILD_BUILD_SUCCEEDING saying which.
@@ -57,7 +62,7 @@ def buildspec_script(spec: dict) -> str:
     after_failure = {"install": "exit 1", "pre_build": "exit 1", "build": "CODEBUILD_BUILD_SUCCEEDING=0",
                      "post_build": "CODEBUILD_BUILD_SUCCEEDING=0"}
     for phase, then in after_failure.items():
-        commands = " ".join(shlex.quote(_as_run_here(c)) for c in spec["phases"][phase]["commands"])
+        commands = " ".join(shlex.quote(_as_run_here(c, built_here)) for c in spec["phases"][phase]["commands"])
         lines.append(f"run_phase {phase} {commands} || {then}")
     lines.append('[ "$CODEBUILD_BUILD_SUCCEEDING" = 1 ]')
     return "\n".join(lines) + "\n"
@@ -81,11 +86,14 @@ def run_buildspec(python: Path, cpu_image: str, gpu_image: str) -> subprocess.Co
     env = {k: v for k, v in os.environ.items()
            if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME", "SMTRAIN_IMAGE", "CODEBUILD_BUILD_SUCCEEDING")}
     env.update({k: str(v) for k, v in spec["env"]["variables"].items()})
+    built_here = cpu_image == IMAGE_TAG and not os.environ.get("SMTRAIN_IMAGE")
+    if built_here:  # the CPU build from the base the session's image came from: Docker's cache serves it
+        env["BASE_IMAGE"] = os.environ.get("SMTRAIN_BASE_IMAGE") or BASE_TAG
     env.update(PATH=f"{python}/bin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", ECR_REGISTRY=REGISTRY,
                AWS_DEFAULT_REGION="us-west-2", CODEBUILD_RESOLVED_SOURCE_VERSION="0123456789abcdef0123",
                IMAGE_UNDER_TEST_CPU=cpu_image, IMAGE_UNDER_TEST_GPU=gpu_image)
     try:
-        return subprocess.run(["bash", "-c", buildspec_script(spec)], cwd=REPO, env=env, capture_output=True, text=True,
+        return subprocess.run(["bash", "-c", buildspec_script(spec, built_here)], cwd=REPO, env=env, capture_output=True, text=True,
                               timeout=540)
     finally:
         tags = docker("images", "--format", "{{.Repository}}:{{.Tag}}", f"{REGISTRY}/smtrain", check=False).stdout.split()
@@ -102,6 +110,8 @@ def test_buildspec_installs_tests_and_pushes_both_flavours_as_codebuild_would(im
     for flavour in ("cpu", "gpu"):
         for tag in (f"{version}-tf{tensorflow}-{flavour}", f"{version}-tf{tensorflow}-{flavour}-0123456789ab"):
             assert f"would push {REGISTRY}/smtrain:{tag}" in output, output[-3000:]
+    if not os.environ.get("SMTRAIN_IMAGE"):  # the CPU flavour was built by build-image.sh, as CodeBuild builds it
+        assert f"build-image: smtrain:{version}-tf{tensorflow}-cpu (" in output, output[-3000:]
 
 
 @pytest.fixture

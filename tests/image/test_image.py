@@ -18,7 +18,7 @@ import pytest
 
 from tests.harness.docker_cluster import REPO, ContainerCluster, docker, shell
 from tests.harness.keyscan import scan_image
-from tests.support import assert_outside_host_gets_the_system_settings
+from tests.support import assert_only_the_jobs_key_logs_in, assert_outside_host_gets_the_system_settings
 # Each test's own time only: the first one also waits for the session's image build (minutes when the
 # build cache is cold), which is bounded by its own timeout in tests/harness/docker_cluster.py.
 pytestmark = pytest.mark.timeout(300, func_only=True)
@@ -95,13 +95,13 @@ def test_the_jobs_ssh_uses_its_key_for_its_hosts_and_the_systems_settings_for_an
     key; from the master's container, ssh to a host outside the job checks its host key and offers no key
     of the job (docker/ssh_config includes the job's settings for its hosts alone)."""
     with ContainerCluster("smtrain-it", 2, tmp_path, image) as cluster:
-        cluster.write_job({"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 1, "job": "image",
-                           "keep": ""}, REPO / "tests" / "programs" / "ssh_probe.py", {})
+        cluster.write_job({"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 1, "job": "image"},
+                          REPO / "tests" / "programs" / "ssh_probe.py", {})
         cluster.start({"SM_PEER_WAIT_SECONDS": "120"})
         statuses = cluster.wait(180)
         assert statuses == {"algo-1": 0, "algo-2": 0}, (statuses, cluster.logs("algo-1")[-3000:])
         found = json.loads((cluster.ml("algo-1") / "output" / "data" / "ssh-image-rank0.json").read_text())
-    assert found["logins"] == {"job": 0, "root": -1, "previous job": -1}, found
+    assert_only_the_jobs_key_logs_in(found["logins"])
     assert_outside_host_gets_the_system_settings(found["outside"])
 
 

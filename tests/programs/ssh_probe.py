@@ -1,6 +1,7 @@
 """An MPI job's ranks look at the job's ssh trust (no framework). Rank 0, on the master, logs into the
 worker with the job's key, with root's own key (another key of the same image: the cluster's shared
-~/.ssh) and with the key it kept from the job before (--keep); and it reaches a host outside the job
+~/.ssh) and with the key it kept from the job before (--keep) - each made there first where there is none,
+so that every login is tried; and it reaches a host outside the job
 the way a script's own ssh would (git over ssh, a tunnel): an sshd of its own on 127.0.0.1:2022 that
 trusts the job's key, reached with ssh's settings as they are - its unknown host key must be refused,
 and once known, no key of the job offered. The worker's rank writes the one key its sshd trusts and its
@@ -24,12 +25,15 @@ out = os.path.join(os.environ["SM_OUTPUT_DATA_DIR"], f"ssh-{args.job}-rank{rank}
 BOUNDED = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"]
 
 
-def login(key: str) -> int:
+def login(key: str) -> list:
+    """[ssh's status, its last line] logging into algo-2 with `key` alone (made first where there is none)."""
     if not os.path.exists(key):
-        return -1
-    return subprocess.run(["ssh", "-i", key, "-o", "IdentitiesOnly=yes", "-F", "/dev/null", "-o", "BatchMode=yes",
+        os.makedirs(os.path.dirname(key), mode=0o700, exist_ok=True)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", key], check=True, timeout=30)
+    done = subprocess.run(["ssh", "-i", key, "-o", "IdentitiesOnly=yes", "-F", "/dev/null", "-o", "BatchMode=yes",
                            "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
-                           "algo-2", "true"], capture_output=True, timeout=60).returncode
+                           "algo-2", "true"], capture_output=True, text=True, timeout=60)
+    return [done.returncode, done.stderr.strip().splitlines()[-1:]]
 
 
 def outside_host(job_public_key: str) -> dict:
@@ -70,14 +74,15 @@ def outside_host(job_public_key: str) -> dict:
 
 found = {"environment": {k: v for k, v in os.environ.items() if any(s in v for s in (folder, "ssh-ed25519", "PRIVATE KEY"))}}
 if rank == 0:
+    kept = os.path.exists(args.keep)
     found["logins"] = {"job": login(f"{folder}/job_ed25519"), "root": login("/root/.ssh/id_ed25519"),
-                       "previous job": login(args.keep) if args.keep else -1}
+                       "previous job": login(args.keep)}
+    found["kept_key_was_the_previous_jobs"] = kept
     public = open(f"{folder}/job_ed25519.pub").read()
     found["job_key"] = public.split()[1]
     found["outside"] = outside_host(public)
-    if args.keep:
-        os.makedirs(os.path.dirname(args.keep), mode=0o700, exist_ok=True)
-        shutil.copy(f"{folder}/job_ed25519", args.keep)
+    os.makedirs(os.path.dirname(args.keep), mode=0o700, exist_ok=True)
+    shutil.copy(f"{folder}/job_ed25519", args.keep)
 else:
     found["trusted"] = open(f"{folder}/authorized_keys").read()
     found["host_key"] = open(f"{folder}/host_ed25519_key.pub").read().split()[1]

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import boto3
 
-from tests.s3.conftest import S3Server, start_moto
+from tests.harness.moto import S3Server, start_moto
 from tests.support import make_tree, run_train
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"

@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.s3.conftest import S3Server
+from tests.harness.moto import S3Server
 from tests.support import TRAIN, make_tree, run_train
 
 PROGRAM = Path(__file__).resolve().parent.parent / "programs" / "intermediate_writer.py"

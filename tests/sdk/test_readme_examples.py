@@ -14,6 +14,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -91,10 +92,16 @@ def test_the_readme_example_asks_sagemaker_for_what_it_says(tmp_path: Path, sdk:
     assert request["EnableManagedSpotTraining"] is True
     assert request["CheckpointConfig"]["S3Uri"] == "s3://my-bucket/checkpoints/my-job"
     assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600, "MaxWaitTimeInSeconds": 7200}
-    # each metric definition finds its metric in the line the script prints (smtrain.metrics.log_metrics)
+    # each metric definition finds its metric in the line the script prints: its own call of
+    # smtrain.metrics.log_metrics, run (the job's real log is searched so in tests/sdk/test_readme_on_sagemaker.py)
+    call = re.search(r"^\s*(log_metrics\(.*\))$", (REPO / "examples" / "pipe_horovod" / "train.py").read_text(), re.M)
+    assert call, "the example prints no metric line"
+    printed = subprocess.run([sys.executable, "-c", "from smtrain.metrics import log_metrics\nepoch, loss = 0, 0.0712\n"
+                              + call.group(1)], capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0 and printed.stdout.strip(), printed.stderr
     for definition in algorithm["MetricDefinitions"]:
-        found = re.search(definition["Regex"], "epoch=0; loss=0.0712;")
-        assert found and found.group(1) == "0.0712", definition
+        found = re.search(definition["Regex"], printed.stdout.strip())
+        assert found and float(found.group(1)) == 0.0712, (definition, printed.stdout)
     script = (REPO / "examples" / "pipe_horovod" / "train.py").read_bytes()
     hyperparameters = request["HyperParameters"]
     assert hyperparameters["epochs"] == "3"

@@ -8,52 +8,21 @@ The job must read Pipe mode where the example says Pipe, resume from its checkpo
 the metrics its definitions ask for."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 from pathlib import Path
-from typing import Iterator, NamedTuple
 
 import pytest
 
-from tests.harness.docker_cluster import REPO, docker
+from tests.harness.docker_cluster import REPO
 from tests.harness.sagemaker import S3Store, TrainingJob, split_uri
 from tests.harness.sagemaker_contract import metrics
-from tests.s3.conftest import KEYS, start_moto
+from tests.harness.moto import KEYS
+from tests.harness.sagemaker import MOTO_BIN, NETWORK, USER_BUCKET, SageMakerS3
 from tests.sdk.test_readme_examples import EXAMPLES, captured_request
-
-NETWORK = "smtrain-sm"
-MOTO_BIN = Path("/opt/smtrain/moto/bin")
-USER_BUCKET = "my-bucket"  # the README's
-SDK_BUCKET = "sagemaker-us-east-1-123456789012"  # the SDK's default bucket for the README's account
-
-
-class SageMakerS3(NamedTuple):
-    url: str  # on the job's network's gateway: the containers and this test reach it there
-    store: S3Store
-
-
-@pytest.fixture(scope="module")
-def s3_on_the_network(image: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SageMakerS3]:
-    import boto3
-
-    docker("network", "rm", NETWORK, check=False)
-    docker("network", "create", NETWORK)
-    process = None
-    try:
-        gateway = docker("network", "inspect", "-f", "{{(index .IPAM.Config 0).Gateway}}", NETWORK).stdout.strip()
-        process, url = start_moto(tmp_path_factory.mktemp("moto") / "moto.log", host=gateway)
-        client = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id=KEYS["AWS_ACCESS_KEY_ID"],
-                              aws_secret_access_key=KEYS["AWS_SECRET_ACCESS_KEY"])
-        for bucket in (USER_BUCKET, SDK_BUCKET):
-            client.create_bucket(Bucket=bucket)
-        yield SageMakerS3(url, S3Store(client))
-    finally:
-        if process:
-            process.kill()
-            process.wait()
-        docker("network", "rm", NETWORK, check=False)
 
 
 def readme_steps() -> str:
@@ -106,8 +75,10 @@ def test_the_readme_job_runs_on_sagemaker_with_pipe_mode_a_spot_restart_and_its_
     assert second.statuses == {"algo-1": 0, "algo-2": 0}, _tail(second)
     for run in (first, second):
         for host in ("algo-1", "algo-2"):
-            data = run.ml(host) / "input" / "data"
-            assert "train" not in os.listdir(data)  # no File-mode folder: the channel came as FIFOs
+            config = json.loads((run.ml(host) / "input" / "config" / "inputdataconfig.json").read_text())
+            assert config["train"]["TrainingInputMode"] == "Pipe", config  # SageMaker was asked for Pipe mode
+            assert run.fed[f"{host}/train"][:1] and run.fed[f"{host}/train"][0] > 0, run.fed  # and streamed it
+            assert not any("Pipe mode emulated" in line for line in run.logs[host]), _tail(run)  # train took it as such
             assert any(line.startswith("[demux train] train epoch 0: dealt 128 records as [64, 64]") for line in run.logs[host]), \
                 _tail(run)
     master = [first.logs["algo-1"], second.logs["algo-1"]]

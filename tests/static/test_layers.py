@@ -381,18 +381,54 @@ def test_mpi_is_named_in_five_homes_at_most() -> None:
     assert naming <= set(MPI_HOMES) and len(naming) <= 5, sorted(naming - set(MPI_HOMES))
 
 
+def _starter_reads(tree: ast.Module) -> tuple[set[ast.AST], set[str]]:
+    """The expressions of `tree` that read the rank starter or a value of it (not a call of one of its
+    steps: `...starter.admit(...)` is a step; `...starter.name`, `...starter` itself are reads), and the
+    names bound to such a read, through any number of assignments."""
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    receivers = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and id(n) in called}
+
+    def of_starter(node: ast.AST) -> bool:
+        while isinstance(node, ast.Attribute):
+            if node.attr == "starter":
+                return True
+            node = node.value
+        return isinstance(node, ast.Name) and node.id == "starter"
+
+    def is_read(node: ast.AST, bound: set[str]) -> bool:
+        """A value of the starter: not a step called on it, not a name being bound."""
+        if id(node) in called or id(node) in receivers:
+            return False
+        if isinstance(node, ast.Name):
+            return isinstance(node.ctx, ast.Load) and (node.id in bound or node.id == "starter")
+        return isinstance(node, ast.Attribute) and of_starter(node)
+
+    bound: set[str] = set()
+    while True:
+        more = set(bound)
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+                if any(is_read(n, bound) for n in ast.walk(node.value)):
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    more |= {n.id for t in targets for n in ([t] if isinstance(t, ast.Name) else getattr(t, "elts", []))
+                             if isinstance(n, ast.Name)}
+        if more == bound:
+            return {n for n in ast.walk(tree) if is_read(n, bound)}, bound
+        bound = more
+
+
 def test_master_and_worker_branch_on_no_way_of_starting_ranks() -> None:
     """The roles call the plan's rank starter's steps (smtrain.starters.base.RankStarter): no condition of
-    theirs reads the starter, and they name no starter of their own."""
+    theirs reads the starter or a value of it (directly, or through names it was bound to), and they name no
+    starter of their own."""
     starters = {node.name for name in MODULES if name.startswith("smtrain.starters.") for node in _tree(name).body
                 if isinstance(node, ast.ClassDef)}
     for name in ("smtrain.run.master", "smtrain.run.worker"):
         tree = _tree(name)
+        reads, bound = _starter_reads(tree)
         tests = [n.test for n in ast.walk(tree) if isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert))]
         tests += [cond for n in ast.walk(tree) if isinstance(n, ast.comprehension) for cond in n.ifs]
-        read = [ast.unparse(t) for t in tests
-                if any(isinstance(n, ast.Attribute) and n.attr == "starter" or isinstance(n, ast.Name) and n.id == "starter"
-                       for n in ast.walk(t))]
+        read = [ast.unparse(t) for t in tests if any(n in reads for n in ast.walk(t))]
         assert read == [], (name, read)
         named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & (starters - {"RankStarter", "MasterSide", "WorkerSide"})
         assert named == set(), (name, named)

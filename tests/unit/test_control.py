@@ -1,8 +1,10 @@
 """The control channel's line reader and messages (smtrain.wire.control_protocol), over a real socket pair."""
 from __future__ import annotations
 
+import ast
 import socket
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -79,3 +81,38 @@ def test_silence_times_out_and_an_endless_line_is_refused(pair) -> None:
     sender.start()
     with pytest.raises(ValueError, match="too long"):
         reader.read(timeout=5)
+
+
+SOURCE = Path(__file__).resolve().parent.parent.parent / "entrypoint" / "smtrain"
+
+
+def _sent_fields() -> dict[MessageType, set[str]]:
+    """For each message type, the fields the product's code sends with it, read from the source: every call
+    that names a MessageType and gives keywords (encode, send, broadcast, tell_workers, ControlClient.open),
+    a literal dict beside it (a rank's WAITING), or a dict spread into it (`**{...}`)."""
+    sent: dict[MessageType, set[str]] = {t: set() for t in MessageType}
+    for path in SOURCE.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            types = [n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+                     and isinstance(n.value, ast.Name) and n.value.id == "MessageType"]
+            if isinstance(node, ast.Call) and any(isinstance(a, ast.Attribute) and a.attr in types for a in node.args):
+                kind = next(MessageType[a.attr] for a in node.args if isinstance(a, ast.Attribute) and a.attr in types)
+                for keyword in node.keywords:
+                    if keyword.arg is not None:
+                        sent[kind].add(keyword.arg)
+                    elif isinstance(keyword.value, ast.IfExp) and isinstance(keyword.value.body, ast.Dict):
+                        sent[kind] |= {k.value for k in keyword.value.body.keys if isinstance(k, ast.Constant)}
+            elif isinstance(node, ast.Tuple) and len(node.elts) == 2 and isinstance(node.elts[1], ast.Dict) and \
+                    isinstance(node.elts[0], ast.Attribute) and node.elts[0].attr in MessageType.__members__:
+                sent[MessageType[node.elts[0].attr]] |= {k.value for k in node.elts[1].keys if isinstance(k, ast.Constant)}
+    return sent
+
+
+def test_every_field_the_product_sends_is_the_one_its_type_declares() -> None:
+    """FIELDS against the senders: a declared field no one sends, or a sent one not declared (removing HELLO's
+    `host` from FIELDS, say), fails here. A rank's report (RANK_EXIT) passes its failure's own fields through."""
+    sent = _sent_fields()
+    for kind, declared in FIELDS.items():
+        names = {name.rstrip("?") for name in declared}
+        extra = sent[kind] - names if kind is not MessageType.RANK_EXIT else set()
+        assert (kind, names - sent[kind], extra) == (kind, set(), set())

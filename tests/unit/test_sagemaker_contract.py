@@ -46,7 +46,7 @@ def test_each_host_gets_its_resource_config_hyperparameters_as_strings_and_the_c
     files = contract.config_files(REQUEST, "algo-2")
     assert files["resourceconfig.json"] == {
         "current_host": "algo-2", "current_instance_type": "ml.c5.4xlarge", "current_group_name": "homogeneousCluster",
-        "hosts": ["algo-1", "algo-2", "algo-3"], "network_interface_name": "eth0",
+        "hosts": ["algo-1", "algo-2", "algo-3"], "network_interface_name": "eth1",
         "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": "ml.c5.4xlarge",
                              "hosts": ["algo-1", "algo-2", "algo-3"]}]}
     assert files["hyperparameters.json"] == REQUEST["HyperParameters"]
@@ -71,6 +71,43 @@ def test_the_environment_and_the_command_are_the_request_s() -> None:
     overridden = {**REQUEST, "AlgorithmSpecification": {**REQUEST["AlgorithmSpecification"],
                                                         "ContainerEntrypoint": ["/bin/bash"], "ContainerArguments": ["-c", "x"]}}
     assert contract.command(overridden) == (["/bin/bash"], ["-c", "x"])
+    bare = {**REQUEST, "AlgorithmSpecification": {**REQUEST["AlgorithmSpecification"], "ContainerEntrypoint": ["train"]}}
+    assert contract.command(bare) == (["train"], [])  # the entrypoint takes precedence over `train`: no argument
+
+
+def test_hosts_are_sorted_lexicographically_and_groups_keep_their_own_order() -> None:
+    """The guide: resourceconfig.json's `hosts`, "sorted lexicographically" - algo-10 before algo-2."""
+    eleven = {**REQUEST, "ResourceConfig": {"InstanceCount": 11, "InstanceType": "ml.c5.xlarge"}}
+    config = contract.resource_config(eleven, "algo-2")
+    assert config["hosts"][:4] == ["algo-1", "algo-10", "algo-11", "algo-2"]
+    assert config["instance_groups"][0]["hosts"] == [f"algo-{i}" for i in range(1, 12)]
+
+
+def test_a_fastfile_channel_is_written_as_file() -> None:
+    """The guide: FastFile mode's "TrainingInputMode parameter written to inputdataconfig.json: "File"."""
+    fast = {**REQUEST, "InputDataConfig": [{**REQUEST["InputDataConfig"][1], "InputMode": "FastFile"}]}
+    assert contract.input_data_config(fast)["code"]["TrainingInputMode"] == "File"
+
+
+def test_a_pipe_channel_is_shuffled_each_epoch_decompressed_and_wrapped() -> None:
+    import gzip
+    import struct
+
+    keys = [f"train/part-{i:02d}" for i in range(12)]
+    epochs = [contract.share(keys, "FullyReplicated", 0, 1, seed=7, epoch=e) for e in range(3)]
+    assert all(sorted(e) == keys for e in epochs) and len({tuple(e) for e in epochs}) == 3
+    assert contract.share(keys, "FullyReplicated", 0, 1, seed=7, epoch=1) == epochs[1]  # the seed decides
+    dealt = [contract.share(keys, "ShardedByS3Key", h, 3, seed=7, epoch=0) for h in range(3)]
+    assert sorted(k for share in dealt for k in share) == keys
+    channel = contract.Channel("train", "Pipe", "s3://b/train", "FullyReplicated", 7, "Gzip", "RecordIO")
+    record = contract.pipe_record(gzip.compress(b"hello"), channel)
+    assert record == struct.pack("<II", 0xCED7230A, 5) + b"hello\0\0\0"
+
+
+def test_max_runtime_and_the_failure_reason() -> None:
+    assert contract.max_runtime_s({**REQUEST, "StoppingCondition": {"MaxRuntimeInSeconds": 86400}}) == 86400
+    assert contract.max_runtime_s(REQUEST) is None
+    assert contract.failure_reason("x" * 2000) == "x" * 1024 and contract.failure_reason(None) is None
 
 
 def test_metric_definitions_take_their_first_group_from_every_matching_line() -> None:

@@ -101,7 +101,24 @@ def test_the_images_sshd_names_no_key_and_its_ssh_client_only_includes_the_jobs_
     for server in ((docker / "sshd_config").read_text(), sshd_config()):
         names = {line.split()[0] for line in server.splitlines() if line.strip() and not line.startswith("#")}
         assert not names & {"HostKey", "AuthorizedKeysFile", "AuthorizedKeysCommand"}  # train gives both per job
-        assert {"PasswordAuthentication", "KbdInteractiveAuthentication", "PermitRootLogin"} <= names
+        effective = _sshd_settings(server)  # as sshd itself reads the file
+        assert (effective["passwordauthentication"], effective["kbdinteractiveauthentication"],
+                effective["pubkeyauthentication"], effective["permitrootlogin"]) == ("no", "no", "yes",
+                                                                                      "without-password"), effective
+
+
+def _sshd_settings(config_text: str) -> dict[str, str]:
+    """What sshd would run with, given `config_text` (`sshd -T`, with a host key made for the look)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        config, key = Path(folder, "sshd_config"), Path(folder, "host")
+        config.write_text(config_text)
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
+        shown = subprocess.run(["/usr/sbin/sshd", "-T", "-f", str(config), "-h", str(key)], capture_output=True,
+                               text=True, timeout=30)
+    assert shown.returncode == 0, shown.stderr
+    return dict(line.partition(" ")[::2] for line in shown.stdout.splitlines())
 
 
 def _ssh_settings(config: Path, host: str) -> dict[str, list[str]]:

@@ -3,7 +3,7 @@
 Choices (and why):
 - The master's own host is given to Open MPI as `localhost`: in SDK local mode the container's
   hostname is its id, not `algo-1-xxxxx`, and Open MPI must still start the master's ranks locally.
-- The interface from `network_interface_name` is used for BTL, OOB and NCCL only where it exists;
+- The interface from `network_interface_name` is used for BTL, OOB, NCCL and Gloo only where it exists;
   otherwise (SDK local mode says `ethwe`, containers have `eth0`) the default-route interface.
 - A rank failing aborts the job at once (`orte_abort_on_non_zero_status`, no SIGTERM-to-SIGKILL
   delay): graceful stops go through `train`'s own signal path, not through mpirun's kill.
@@ -174,6 +174,8 @@ def mpirun_command(
     if interface:
         defaults += [["--mca", "btl_tcp_if_include", interface], ["--mca", "oob_tcp_if_include", interface]]
         run_env["NCCL_SOCKET_IFNAME"] = interface
+        for gloo in ("GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE"):  # Gloo's and Horovod's Gloo controller's: the user's win
+            run_env.setdefault(gloo, interface)
     if efa:
         run_env["FI_PROVIDER"] = "efa"
         if instance_type in EFA_RDMA_INSTANCE_TYPES:
