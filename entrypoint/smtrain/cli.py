@@ -2,6 +2,7 @@
 
     train             run the job described by /opt/ml (or $SAGEMAKER_BASE_DIR)
     train --dry-run   print the plan (role, command, environment) as JSON and run nothing
+    train --help-settings   every setting: how it is given, its default, what it does
 """
 from __future__ import annotations
 
@@ -22,13 +23,14 @@ from .run.outcome import FileState, JobOutcome, render
 __all__ = ["USAGE", "console_main", "main"]
 
 
-USAGE = """usage: train [--dry-run] [--version] [--help]
+USAGE = """usage: train [--dry-run] [--version] [--help] [--help-settings]
        train report DIR [DIR ...] [--out OUT] [--param Rule.key=value ...]
 
 Run the SageMaker training job described by /opt/ml (or $SAGEMAKER_BASE_DIR) in this container.
 
   --dry-run   print the launch plan (role, command, environment) as JSON; run nothing
   --version   print the version
+  --help-settings   every setting (hyperparameter / environment variable): its type, default and meaning
   report      write an HTML report and JSON summary of the system monitor's files (train report --help)
 """
 
@@ -36,12 +38,17 @@ Run the SageMaker training job described by /opt/ml (or $SAGEMAKER_BASE_DIR) in 
 def _parse_args(argv: Sequence[str]) -> set[str]:
     """The few flags `train` takes. (argparse alone costs 6 ms of start-up, measured with `python -X importtime`.)"""
     flags = set(argv)
-    unknown = flags - {"--dry-run", "--version", "--help", "-h"}
+    unknown = flags - {"--dry-run", "--version", "--help", "-h", "--help-settings"}
     if unknown:
         sys.stderr.write(USAGE + f"\ntrain: error: unrecognised arguments: {' '.join(sorted(unknown))}\n")
         raise SystemExit(2)
     if flags & {"--help", "-h"}:
         sys.stdout.write(USAGE)
+        raise SystemExit(0)
+    if "--help-settings" in flags:
+        from .config.settings import help_text
+
+        sys.stdout.write(help_text())
         raise SystemExit(0)
     if "--version" in flags:
         print(f"train {__version__}")

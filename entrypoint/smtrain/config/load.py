@@ -7,29 +7,19 @@ the field and what was expected.
 from __future__ import annotations
 
 import json
-import math
 import shlex
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any, Mapping, Optional, Sequence
 
 from ..errors import ConfigError
 from . import hyperparameters as hps
 from .channels import channels
 from .entry_point import check_entry_point
 from .json_fields import expect_object, field, read_json
-from .defaults import (
-    DEFAULT_BASE_DIR,
-    DEFAULT_CONTROL_PORT,
-    DEFAULT_GRACE_PERIOD_S,
-    DEFAULT_MONITOR_INTERVAL_MS,
-    DEFAULT_STALL_TIMEOUT_S,
-    HEARTBEAT_S,
-    HEARTBEAT_TIMEOUT_S,
-    default_peer_wait_s,
-)
+from .defaults import DEFAULT_BASE_DIR
 from .modeltrainer import read_model_trainer
-from .profiling import profiling_of
-from .setting_values import tcp_port, whole_number
+from .profiling import profiler_context
+from .settings import SETTINGS, Setting, load_settings
 from .model import InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, TrainingConfig
 
 __all__ = ["load_config"]
@@ -153,20 +143,6 @@ def _program(decoded: Mapping[str, Any], environ: Mapping[str, str], paths: Path
     return ProgramSpec(entry_point=str(entry), submit_dir=submit, local_dir=local)
 
 
-def _duration(decoded: Mapping[str, Any], environ: Mapping[str, str], hp: str, env: str, default: float, where: str,
-              unit: str = "seconds") -> float:
-    raw = environ.get(env, decoded.get(hp))
-    if raw is None:
-        return default
-    try:
-        value = float(raw)
-    except (TypeError, ValueError):
-        value = -1.0
-    if not math.isfinite(value) or value < 0:
-        raise ConfigError(f"{where}: {hp} (or {env}) must be a number of {unit} >= 0, got {raw!r}")
-    return value
-
-
 def _optional_path(raw: dict, name: str, where: str) -> Optional[Path]:
     value = field(raw, name, str, where, required=False)
     if value is not None and not value.startswith("/"):
@@ -174,34 +150,9 @@ def _optional_path(raw: dict, name: str, where: str) -> Optional[Path]:
     return Path(value) if value else None
 
 
-def _heartbeat_timeout(decoded: Mapping[str, Any], environ: Mapping[str, str], where: str) -> float:
-    timeout = _duration(decoded, environ, "sagemaker_heartbeat_timeout_seconds", "SM_HEARTBEAT_TIMEOUT_SECONDS",
-                        HEARTBEAT_TIMEOUT_S, where)
-    if timeout < 3 * HEARTBEAT_S:
-        raise ConfigError(f"{where}: the heartbeat timeout must be at least {3 * HEARTBEAT_S:g} s "
-                          f"(heartbeats go every {HEARTBEAT_S:g} s), got {timeout:g}")
-    return timeout
-
-
-def _monitor_interval(decoded: Mapping[str, Any], environ: Mapping[str, str], profiler: dict, where: str) -> Optional[float]:
-    """On unless SM_SYSTEM_MONITOR / sagemaker_system_monitor says off; the interval from
-    SM_SYSTEM_MONITOR_INTERVAL_MS, sagemaker_system_monitor_interval_ms, profilerconfig.json's
-    ProfilingIntervalInMilliseconds, else 500 ms."""
-    switch = environ.get("SM_SYSTEM_MONITOR", decoded.get("sagemaker_system_monitor", "on"))
-    if str(switch).lower() in ("off", "false", "0", "no"):
-        return None
-    default = profiler.get("ProfilingIntervalInMilliseconds", DEFAULT_MONITOR_INTERVAL_MS)
-    if isinstance(default, bool) or not isinstance(default, (int, float)):
-        raise ConfigError(f"profilerconfig.json: ProfilingIntervalInMilliseconds must be a number, got {default!r}")
-    interval = _duration(decoded, environ, "sagemaker_system_monitor_interval_ms", "SM_SYSTEM_MONITOR_INTERVAL_MS",
-                         default, where, unit="milliseconds")
-    if interval < 10:
-        raise ConfigError(f"{where}: the system monitor's interval must be at least 10 ms, got {interval:g}")
-    return float(interval)
-
-
-def load_config(environ: Mapping[str, str]) -> TrainingConfig:
-    """Read the config files under SAGEMAKER_BASE_DIR (default /opt/ml) and the environment."""
+def load_config(environ: Mapping[str, str], table: Sequence[Setting[Any]] = SETTINGS) -> TrainingConfig:
+    """Read the config files under SAGEMAKER_BASE_DIR (default /opt/ml) and the environment; the settings are
+    `table`'s (config.settings)."""
     paths = Paths(Path(environ.get("SAGEMAKER_BASE_DIR") or DEFAULT_BASE_DIR))
     rc_path = paths.config_file("resourceconfig.json")
     hp_path = paths.config_file("hyperparameters.json")
@@ -241,16 +192,7 @@ def load_config(environ: Mapping[str, str]) -> TrainingConfig:
         model_trainer=trainer,
         checkpoint_dir=Path(checkpoint_dir),
         tensorboard_dir=_optional_path(tensorboard_config, "LocalPath", str(tensorboard_path)),
-        grace_period_s=_duration(decoded, environ, "sagemaker_grace_period_seconds", "SM_GRACE_PERIOD_SECONDS",
-                                DEFAULT_GRACE_PERIOD_S, str(hp_path)),
-        peer_wait_s=_duration(decoded, environ, "sagemaker_peer_wait_seconds", "SM_PEER_WAIT_SECONDS",
-                             default_peer_wait_s(len(resources.hosts)), str(hp_path)),
-        control_port=tcp_port(environ, "SM_CONTROL_PORT", DEFAULT_CONTROL_PORT),
-        heartbeat_timeout_s=_heartbeat_timeout(decoded, environ, str(hp_path)),
-        stall_timeout_s=_duration(decoded, environ, "sagemaker_stall_timeout_seconds", "SM_STALL_TIMEOUT_SECONDS",
-                                  DEFAULT_STALL_TIMEOUT_S, str(hp_path)),
-        max_restarts=whole_number(decoded, environ, "sagemaker_max_restarts", "SMTRAIN_MAX_RESTARTS", 0, str(hp_path)),
-        monitor_interval_ms=_monitor_interval(decoded, environ, profiler_config, str(hp_path)),
-        profiling=profiling_of(decoded, environ, profiler_config, str(hp_path), str(profiler_path)),
+        settings=load_settings(decoded, environ, profiler_context(profiler_config, str(profiler_path),
+                                                                  len(resources.hosts)), str(hp_path), table),
         environ=dict(environ),
     )

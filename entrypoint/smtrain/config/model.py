@@ -8,7 +8,8 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from . import hyperparameters as hps
 from ..wire.record_format import RecordFormat
-from .profiling import Profiling
+from .profiling import Profiling, profiling_from
+from .settings import MONITOR, MONITOR_INTERVAL, Settings
 
 __all__ = [
     "Channel", "CodeFacts", "HostFacts", "InputMode", "InstanceGroup", "ModelTrainerJob", "MpiSettings", "NetworkFacts",
@@ -150,15 +151,18 @@ class TrainingConfig(NamedTuple):
     model_trainer: Optional[ModelTrainerJob]  # what SDK v3's ModelTrainer wrote (its driver files), if it started the job
     checkpoint_dir: Path
     tensorboard_dir: Optional[Path]  # tensorboardoutputconfig.json LocalPath (SageMaker uploads it to S3)
-    grace_period_s: float
-    peer_wait_s: float  # how long the master waits for workers, and workers for the master
-    control_port: int  # the master's control channel (smtrain.run.control_server)
-    heartbeat_timeout_s: float  # silence on the control channel after which a host counts as lost
-    stall_timeout_s: float  # no progress on any rank for this long fails the job; 0: off
-    max_restarts: int  # in-job restarts after a transient failure (run.restart_rule); 0: none
-    monitor_interval_ms: Optional[float]  # the system monitor's sampling interval; None: switched off
-    profiling: "Profiling"  # step metrics and the detailed / Python profiling windows (config.profiling)
+    settings: Settings  # every setting `train` reads, by its declaration: config.settings[GRACE_PERIOD] ...
     environ: Mapping[str, str]  # the environment `train` was started with
+
+    @property
+    def monitor_interval_ms(self) -> Optional[float]:
+        """The system monitor's sampling interval; None where it is switched off."""
+        return self.settings[MONITOR_INTERVAL] if self.settings[MONITOR] else None
+
+    @property
+    def profiling(self) -> Profiling:
+        """Step metrics and the detailed / Python profiling windows (config.profiling)."""
+        return profiling_from(self.settings)
 
     @property
     def user_hyperparameters(self) -> dict[str, Any]:

@@ -1,13 +1,8 @@
 """Which step profiling a job asks for: profilerconfig.json as SageMaker writes it for
 `ProfilerConfig(framework_profile_params=FrameworkProfile(start_step, num_steps))`, and the
-hyperparameters and variables that work without the file (and win over it):
-
-    sagemaker_framework_metrics / SM_FRAMEWORK_METRICS     on (default) | off: every rank's steps
-    sagemaker_detailed_profiling / SM_DETAILED_PROFILING   START:NUM | off (default): a TensorFlow
-                                                           profiler trace of those training steps
-    sagemaker_python_profiling / SM_PYTHON_PROFILING       START:NUM | off (default): cProfile of them
-    sagemaker_profiler_min_free_mb / SM_PROFILER_MIN_FREE_MB   MiB (default 1024): step events stop
-                                                           before the volume has less free
+settings that work without the file and win over it (FRAMEWORK_METRICS, DETAILED_PROFILING,
+PYTHON_PROFILING, MIN_FREE_MB in config.settings). The file gives those settings their defaults
+(`profiler_context`).
 
 profilerconfig.json's `ProfilingParameters` hold `DetailedProfilingConfig` and `PythonProfilingConfig`
 as strings of a Python dict (`"{\"StartStep\": 5, \"NumSteps\": 1, }"`: smdebug reads them with eval;
@@ -20,11 +15,10 @@ from typing import Any, Mapping, NamedTuple, Optional
 
 from ..errors import ConfigError
 from ..wire.profiler_settings import DEFAULT_MIN_FREE_MB, Window
-from .setting_values import whole_number
+from .setting_types import SettingContext
+from .settings import DETAILED_PROFILING, FRAMEWORK_METRICS, MIN_FREE_MB, PYTHON_PROFILING, load_settings
 
-__all__ = ["Profiling", "profiling_of"]
-
-OFF = ("off", "false", "0", "no", "none", "")
+__all__ = ["Profiling", "profiler_context", "profiling_from", "profiling_of"]
 
 
 class Profiling(NamedTuple):
@@ -71,39 +65,30 @@ def _window(start: Any, num: Any, where: str) -> Window:
     return window
 
 
-def _setting_window(raw: Any, name: str, where: str) -> Optional[Window]:
-    text = str(raw).strip().lower()
-    if text in OFF:
-        return None
-    start, sep, num = text.partition(":")
-    if not sep or not start.strip().isdigit() or not num.strip().isdigit():
-        raise ConfigError(f"{where}: {name} must be START:NUM (e.g. 5:2, steps 5 and 6) or off, got {raw!r}")
-    return _window(start, num, f"{where}: {name}")
+def profiler_context(profiler_config: Mapping[str, Any], file_where: str, num_hosts: int) -> SettingContext:
+    """What profilerconfig.json (`profiler_config`, read from `file_where`) gives the settings' defaults."""
+    config = _lower_keys(dict(profiler_config))
+    parameters = _lower_keys(config.get("profilingparameters") or {})
+    if not isinstance(parameters, dict):
+        raise ConfigError(f"{file_where}: ProfilingParameters must be an object, got {parameters!r}")
+    interval = config.get("profilingintervalinmilliseconds")
+    if interval is not None and (isinstance(interval, bool) or not isinstance(interval, (int, float))):
+        raise ConfigError(f"{file_where}: ProfilingIntervalInMilliseconds must be a number, got {interval!r}")
+    return SettingContext(num_hosts, float(interval) if interval is not None else None,
+                          not bool(config.get("disableprofiler", False)),
+                          _file_window(parameters, "DetailedProfilingConfig", file_where),
+                          _file_window(parameters, "PythonProfilingConfig", file_where))
+
+
+def profiling_from(settings: Mapping[Any, Any]) -> Profiling:
+    """The step profiling `settings` (config.settings, loaded) ask for."""
+    return Profiling(settings[FRAMEWORK_METRICS], settings[DETAILED_PROFILING], settings[PYTHON_PROFILING],
+                     settings[MIN_FREE_MB])
 
 
 def profiling_of(decoded: Mapping[str, Any], environ: Mapping[str, str], profiler_config: Mapping[str, Any],
                  hp_where: str, file_where: str) -> Profiling:
     """The profiling settings from hyperparameters, variables and profilerconfig.json (the first two win)."""
-    config = _lower_keys(dict(profiler_config))
-    parameters = _lower_keys(config.get("profilingparameters") or {})
-    if not isinstance(parameters, dict):
-        raise ConfigError(f"{file_where}: ProfilingParameters must be an object, got {parameters!r}")
-    steps = not bool(config.get("disableprofiler", False))
-    detailed = _file_window(parameters, "DetailedProfilingConfig", file_where)
-    python = _file_window(parameters, "PythonProfilingConfig", file_where)
-
-    switch = environ.get("SM_FRAMEWORK_METRICS", decoded.get("sagemaker_framework_metrics"))
-    if switch is not None:
-        steps = str(switch).strip().lower() not in OFF
-    for hp, env, current in (("sagemaker_detailed_profiling", "SM_DETAILED_PROFILING", "detailed"),
-                             ("sagemaker_python_profiling", "SM_PYTHON_PROFILING", "python")):
-        raw = environ.get(env, decoded.get(hp))
-        if raw is not None:
-            window = _setting_window(raw, f"{hp} (or {env})", hp_where)
-            if current == "detailed":
-                detailed = window
-            else:
-                python = window
-    min_free_mb = whole_number(decoded, environ, "sagemaker_profiler_min_free_mb", "SM_PROFILER_MIN_FREE_MB",
-                               DEFAULT_MIN_FREE_MB, hp_where, "MiB")
-    return Profiling(steps, detailed, python, min_free_mb)
+    rows = (FRAMEWORK_METRICS, DETAILED_PROFILING, PYTHON_PROFILING, MIN_FREE_MB)
+    return profiling_from(load_settings(decoded, environ, profiler_context(profiler_config, file_where, 1), hp_where,
+                                        rows))

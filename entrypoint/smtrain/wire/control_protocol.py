@@ -3,34 +3,10 @@
 Why not watch for an `orted` process, as sagemaker-training does: a job shorter than the polling
 interval is never seen, and a worker cannot tell a finished job from a lost master. Here the master
 says so explicitly, over one TCP connection per worker, as newline-delimited JSON objects whose
-`type` is a `MessageType`:
-
-    worker -> master   hello {host}                 once it serves what the job's rank starter needs (sshd, for mpirun)
-                       joined                       after `welcome`: this host took its admission (trusts the key)
-                       heartbeat                    every HEARTBEAT_S
-                       done {status}                TF strategy jobs: this host's program ended
-                       ready {attempt, refused?}    after `restart`: this host's part of the failed attempt is
-                                                    gone (or, `refused`, why it cannot take part in the next)
-                       profile {data, last}         after `end`: this host's profiler files, a gzip'd tar
-                                                    in base64 pieces of PROFILE_CHUNK bytes (smtrain.profiler.shipping)
-    master -> worker   welcome {admission}          answering hello: what the rank starter gives a worker (for
-                                                    mpirun the job's ssh public key, the one key this worker's
-                                                    sshd may accept: smtrain.wire.ssh_trust; else empty)
-                       start {token, attempt}       mpirun starts; TF strategy jobs: start your program
-                                                    (attempt 0, then one more for each in-job restart)
-                       restart {attempt, cause}     the attempt failed and the job restarts in place: end your
-                                                    part of it (ranks, program), then say `ready`
-                       heartbeat                    every HEARTBEAT_S
-                       signal {signum}              forward signum to your ranks
-                       abort {reason}               TF strategy jobs: the job fails; stop your program now
-                       end {status, reason}         the job is over: exit with status
-    rank   -> master   rank-exit {token, RankFailure fields}   a rank failed (smtrain.wire.rank_failure)
-                       progress {token, host, rank, steps, beats, init}   on one lasting connection per
-                                                               rank, when its progress grows (smtrain.progress)
-                       waiting {waits: [[rank, seconds], ...], check_s}   on the same connection: Horovod's stall
-                                                               inspector (on rank 0's stderr) says the other
-                                                               ranks have waited this long for these ranks
-    master -> rank     stall                        the job stalled: dump your stack (SIGABRT)
+`type` is a `MessageType`. Each type is declared once, below: its name on the wire, its fields and their
+JSON types (checked where a message is decoded), who sends it, who handles it and what it means; the
+receiving side's handlers are keyed by it (a test holds every declared message to a handler on its
+receiver's side, and every sent field to the declaration). `describe()` prints the table.
 
 A side whose connection breaks, or that reads nothing from the other for the heartbeat timeout while
 the other's host acknowledges nothing either (smtrain.wire.liveness: a `train` short of CPU is not
@@ -50,60 +26,76 @@ from typing import Any, Mapping, NamedTuple, Optional
 MAX_MESSAGE = 64 * 1024
 PROFILE_CHUNK = 32 * 1024  # bytes of archive a `profile` message carries (base64: 43,692 characters)
 
-__all__ = ["ControlClient", "FIELDS", "LineReader", "MAX_MESSAGE", "Message", "MessageType", "PROFILE_CHUNK", "connect",
-           "decode", "encode", "misfit"]
+__all__ = ["ANY", "ControlClient", "FIELDS", "LineReader", "MASTER", "MAX_MESSAGE", "Message", "MessageType", "PROFILE_CHUNK",
+           "RANK", "WORKER", "connect", "decode", "describe", "encode", "misfit"]
+
+
+_INT, _STR, _BOOL, _NUMBER = (int,), (str,), (bool,), (int, float)
+# who sends / handles a message
+WORKER = "worker"
+MASTER = "master"
+RANK = "rank"
+ANY = "any"
 
 
 class MessageType(enum.Enum):
-    """The control channel's message types."""
-    HELLO = "hello"
-    START = "start"
-    HEARTBEAT = "heartbeat"
-    SIGNAL = "signal"
-    END = "end"
-    DONE = "done"
-    PROFILE = "profile"
-    ABORT = "abort"
-    RESTART = "restart"
-    WELCOME = "welcome"
-    JOINED = "joined"
-    READY = "ready"
-    RANK_EXIT = "rank-exit"
-    PROGRESS = "progress"
-    WAITING = "waiting"
-    STALL = "stall"
-    INVALID = "invalid"  # what a reader makes of a line that is not a message
+    """The control channel's message types: (wire name, fields, sender, receiver, meaning). A field name
+    ending in "?" may be absent; fields not named pass through (a rank report's: smtrain.wire.rank_failure
+    reads them)."""
+
+    HELLO = ("hello", {"host": _STR}, WORKER, MASTER,
+             "once it serves what the job's rank starter needs (sshd, for mpirun)")
+    WELCOME = ("welcome", {"admission": _STR}, MASTER, WORKER,
+               "answering hello: what the rank starter gives a worker (for mpirun the job's ssh public key, the one "
+               "key its sshd may accept: smtrain.wire.ssh_trust; else empty)")
+    JOINED = ("joined", {}, WORKER, MASTER, "after welcome: this host took its admission (trusts the key)")
+    HEARTBEAT = ("heartbeat", {}, ANY, ANY, "every HEARTBEAT_S, both ways")
+    START = ("start", {"token": _STR, "attempt": _INT}, MASTER, WORKER,
+             "attempt N of the job starts (0, then one more for each in-job restart): mpirun starts; where workers "
+             "run programs of their own (TF strategies), start yours")
+    DONE = ("done", {"status": _INT}, WORKER, MASTER, "this host's own program ended with status (TF strategies)")
+    RESTART = ("restart", {"attempt": _INT, "cause": _STR}, MASTER, WORKER,
+               "the attempt failed and attempt N follows: end your part of it (ranks, program), then say ready")
+    READY = ("ready", {"attempt": _INT, "refused?": _STR}, WORKER, MASTER,
+             "after restart: this host's part of the failed attempt is gone (or, refused, why it cannot take part in "
+             "the next)")
+    SIGNAL = ("signal", {"signum": _INT}, MASTER, WORKER, "forward signum to your ranks")
+    ABORT = ("abort", {"reason": _STR}, MASTER, WORKER, "the job fails: stop your program now (TF strategies)")
+    END = ("end", {"status": _INT, "reason": _STR}, MASTER, WORKER, "the job is over: exit with status")
+    PROFILE = ("profile", {"data": _STR, "last": _BOOL}, WORKER, MASTER,
+               "after end: this host's profiler files, a gzip'd tar in base64 pieces of PROFILE_CHUNK bytes "
+               "(smtrain.profiler.shipping)")
+    RANK_EXIT = ("rank-exit", {"token": _STR}, RANK, MASTER,
+                 "a rank failed, on a connection of its own, with RankFailure's fields (smtrain.wire.rank_failure)")
+    PROGRESS = ("progress", {"token": _STR, "host": _STR, "rank": _INT, "steps": _INT, "beats?": _INT, "init?": _INT},
+                RANK, MASTER, "on one lasting connection per rank, when its progress grows (smtrain.progress)")
+    WAITING = ("waiting", {"waits": (list,), "check_s": _NUMBER}, RANK, MASTER,
+               "on the same connection: Horovod's stall inspector (on rank 0's stderr) says the other ranks have "
+               "waited this long for these ranks ([[rank, seconds], ...])")
+    STALL = ("stall", {}, MASTER, RANK, "the job stalled: dump your stack (SIGABRT)")
+    INVALID = ("invalid", {}, ANY, ANY, "what a reader makes of a line that is not a message (never sent)")
+
+    def __new__(cls, wire: str, fields: dict, sender: str, receiver: str, meaning: str) -> "MessageType":
+        member = object.__new__(cls)
+        member._value_ = wire
+        member.fields, member.sender, member.receiver, member.meaning = fields, sender, receiver, meaning
+        return member
 
 
 class Message(NamedTuple):
-    """One control-channel message: its type and fields, as `FIELDS` says (checked by `decode`)."""
+    """One control-channel message: its type and fields, as its type declares (checked by `decode`)."""
     type: MessageType
     fields: Mapping[str, Any]
 
 
-_INT, _STR, _BOOL, _NUMBER = (int,), (str,), (bool,), (int, float)
-# Each message type's fields and their JSON types, checked once where a message is decoded: a receiver
-# takes them as they are. A name ending in "?" may be absent; fields not named here pass through (a
-# rank report's: smtrain.wire.rank_failure.RankFailure.from_fields reads them).
-FIELDS: dict[MessageType, dict[str, tuple[type, ...]]] = {
-    MessageType.HELLO: {"host": _STR},
-    MessageType.WELCOME: {"admission": _STR},
-    MessageType.JOINED: {},
-    MessageType.HEARTBEAT: {},
-    MessageType.START: {"token": _STR, "attempt": _INT},
-    MessageType.DONE: {"status": _INT},
-    MessageType.RESTART: {"attempt": _INT, "cause": _STR},
-    MessageType.READY: {"attempt": _INT, "refused?": _STR},
-    MessageType.SIGNAL: {"signum": _INT},
-    MessageType.ABORT: {"reason": _STR},
-    MessageType.END: {"status": _INT, "reason": _STR},
-    MessageType.PROFILE: {"data": _STR, "last": _BOOL},
-    MessageType.RANK_EXIT: {"token": _STR},
-    MessageType.PROGRESS: {"token": _STR, "host": _STR, "rank": _INT, "steps": _INT, "beats?": _INT, "init?": _INT},
-    MessageType.WAITING: {"waits": (list,), "check_s": _NUMBER},
-    MessageType.STALL: {},
-    MessageType.INVALID: {},
-}
+# Each message type's fields and their JSON types, as declared.
+FIELDS: dict[MessageType, dict[str, tuple[type, ...]]] = {t: t.fields for t in MessageType}
+
+
+def describe() -> str:
+    """The declarations as a table: sender -> receiver, type {fields}, meaning."""
+    return "\n".join(f"{t.sender:>6} -> {t.receiver:<6} {t.value} {{{', '.join(t.fields)}}}: {t.meaning}"
+                     for t in MessageType) + "\n"
 
 
 def misfit(message_type: MessageType, fields: Mapping[str, Any]) -> Optional[str]:
