@@ -1,16 +1,32 @@
 """How this host takes part in a job across processes or hosts, as a distribution kind's planner
 (plan.kinds) decides it and `run` carries it out without knowing the kind: the control channel, the
-peers to wait for, how the ranks start (a rank starter, smtrain.starters: how signals reach them,
-whether a task's failure ends the job, when the job has ended), the processes to start and how its
-failures name what failed."""
+peers to wait for, how the ranks start (a rank starter's spec, carried out by its policy in smtrain.starters:
+how signals reach them, whether a task's failure ends the job, when the job has ended), the processes to start
+and how its failures name what failed."""
 from __future__ import annotations
 
+import enum
 from typing import Any, Mapping, NamedTuple, Optional
 
-from ..starters.base import RankStarter
 from ..wire.contract import RankContract
+from .plain import plain
 
-__all__ = ["Companion", "Coordination"]
+__all__ = ["Companion", "Coordination", "EveryHostSpec", "JobEnd"]
+
+
+class JobEnd(enum.Enum):
+    """When the job has ended."""
+
+    MASTER_PROGRAM = "master-program"  # the master's program ended (its launcher; a coordinator): the rest is stopped
+    EVERY_PROGRAM = "every-program"  # every host's program ended (each worker says `done`)
+
+
+class EveryHostSpec(NamedTuple):
+    """A rank starter's spec (the MPI kind's is its own): every host starts its own program (a TF strategy's
+    task) when the master starts the job; the job ends as `end` says (smtrain.starters.every_host carries it out)."""
+
+    end: JobEnd
+    name: str = "every-host"
 
 
 class Companion(NamedTuple):
@@ -45,7 +61,7 @@ class Coordination(NamedTuple):
     rank_names: Mapping[int, str]  # how a failure names a rank's process; others: by rank, local rank, host
     program_name: str  # how a failure names the master's own program
     start_line: str  # what the master logs when it starts its program
-    starter: RankStarter  # how the ranks start (smtrain.starters): its steps on the master and the workers
+    starter: Any  # how the ranks start: a starter's spec (data; smtrain.starters carries out the one it names)
 
     def name_rank(self, program: str, rank: int, local_rank: int, host: str) -> str:
         """How the job's failure names the process of a rank's report."""
@@ -63,5 +79,5 @@ class Coordination(NamedTuple):
             "companions": [c.to_json() for c in self.companions],
             "ranks": [f"{rank}@{host}" for host, rank in self.ranks],
             "rank_names": {str(rank): name for rank, name in sorted(self.rank_names.items())},
-            "starter": self.starter.to_json(),
+            "starter": plain(self.starter),
         }

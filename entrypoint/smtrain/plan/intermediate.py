@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
+from ..wire.programs import INTERMEDIATE_SYNC
 from ..config.model import TrainingConfig
 from ..errors import ConfigError
 
@@ -25,8 +26,8 @@ class IntermediateSync(NamedTuple):
 
     def argv(self, python: str) -> tuple[str, ...]:
         """The syncer's command."""
-        return (python, "-m", "smtrain.sync.intermediate_output", "--folder", str(self.folder), "--bucket", self.bucket,
-                "--prefix", self.prefix, *(a for stop in self.stop_files for a in ("--stop-file", str(stop))))
+        return INTERMEDIATE_SYNC.argv(python, "--folder", str(self.folder), "--bucket", self.bucket,
+                                      "--prefix", self.prefix, *(a for stop in self.stop_files for a in ("--stop-file", str(stop))))
 
     def to_json(self) -> dict[str, Any]:
         return {"folder": str(self.folder), "to": f"s3://{self.bucket}/{self.prefix}"}

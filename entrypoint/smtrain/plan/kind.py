@@ -12,6 +12,8 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from ..config.hyperparameters import truthy
 from ..config.model import HostFacts, InputMode, TrainingConfig
+from ..config.settings import CONTROL_PORT, GRACE_PERIOD, HEARTBEAT_TIMEOUT, MAX_RESTARTS, PEER_WAIT, STALL_TIMEOUT
+from ..wire.contract import RankContract
 from ..wire.pipe_assignment import PipeAssignment
 from .coordination import Coordination
 from .fifo_plan import PipeChannel, assign_pipes
@@ -47,19 +49,26 @@ class KindInputs(NamedTuple):
     def pipes(self, ranks_per_host: int = 1, mpi: bool = False, world_size: int = 0) -> tuple[PipeAssignment, ...]:
         """Every Pipe channel's FIFOs, and those of the File channels read as Pipe channels (SageMaker's own
         through a demultiplexer where restarts in place are asked for: fifo_plan)."""
-        restarts = self.config.max_restarts > 0
+        restarts = self.config.settings[MAX_RESTARTS] > 0
         channels = [PipeChannel(c.name, c.record_format, c.shuffle_seed is not None,
                                 relayed=restarts and c.mode is InputMode.PIPE)
                     for c in self.config.channels if c.mode is InputMode.PIPE or c.name in self.emulated]
         return assign_pipes(channels, self.config.paths.input_data_dir, ranks_per_host, mpi, world_size)
+
+    def contract(self, control_host: str, token: str, pipes: tuple[PipeAssignment, ...]) -> RankContract:
+        """What every rank launcher of this host is told (wire.contract): where the control server is, `token`,
+        the grace period, its FIFOs and the stall watchdog's timeout."""
+        settings = self.config.settings
+        return RankContract(control_host, settings[CONTROL_PORT], token, settings[GRACE_PERIOD], pipes,
+                            stall_timeout_s=settings[STALL_TIMEOUT])
 
     def coordination(self, **decided: Any) -> Coordination:
         """A Coordination with what every kind takes from the config and the shape, plus `decided`."""
         config, shape = self.config, self.shape
         common: dict[str, Any] = dict(
             master=shape.master, workers=shape.workers,
-            control_bind="0.0.0.0" if len(shape.hosts) > 1 else "127.0.0.1", control_port=config.control_port,
-            peer_wait_s=config.peer_wait_s, heartbeat_timeout_s=config.heartbeat_timeout_s,
+            control_bind="0.0.0.0" if len(shape.hosts) > 1 else "127.0.0.1", control_port=config.settings[CONTROL_PORT],
+            peer_wait_s=config.settings[PEER_WAIT], heartbeat_timeout_s=config.settings[HEARTBEAT_TIMEOUT],
             contract=None, program_rank=0, companions=(), rank_names={},
         )
         return Coordination(**{**common, **decided})

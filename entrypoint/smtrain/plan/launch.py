@@ -8,16 +8,18 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
+from ..wire.programs import DEMUX, MONITOR, REPORT
 from ..config.hyperparameters import to_cmd_args
 from ..config.model import HostFacts, InputMode, TrainingConfig
 from ..config.secrets import Redactor
+from ..config.settings import MAX_RESTARTS, Settings
 from ..wire.contract import SKIP_TEARDOWN_ENV, without_internals
 from ..wire.pipe_assignment import PipeAssignment, PipeMode, demux_folder, pipe_env
 from ..wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
 from ..wire.record_format import RecordFormat
 from .coordination import Coordination
 from .fifo_plan import relays
-from .kind import Kind, KindInputs
+from .kind import KindInputs
 from .kinds import choose
 from .localmode import checkpoint_carry, emulated_channels, feeder_command
 from .modeltrainer_env import modeltrainer_env_vars
@@ -35,7 +37,7 @@ __all__ = ["Coordination", "DemuxSpec", "JobShape", "LaunchPlan", "Role", "dumps
 
 class LaunchPlan(NamedTuple):
     """Everything this host does for the job, decided before anything starts (`train --dry-run` prints it)."""
-    kind: Kind  # the distribution kind this host runs (plan.kinds)
+    distribution: str  # the name of the distribution kind this host runs (plan.kinds)
     shape: JobShape  # the job's hosts and master, this host's role (plan.shape)
     host: str
     program: ProgramLaunch
@@ -48,8 +50,7 @@ class LaunchPlan(NamedTuple):
     folders: tuple[Path, ...]  # made before the program starts, as SageMaker provides them
     cleared: tuple[Path, ...]  # what an earlier job on this host left that would mislead this one: removed
     pipe_state: Path  # PipeModeDataset's epoch counts (sagemaker_tensorflow): cleared, and before a restart in place
-    grace_period_s: float
-    stall_timeout_s: float  # the stall watchdog's timeout; 0: off
+    settings: Settings  # every setting `train` read (config.settings): plan.settings[GRACE_PERIOD] ...
     failure_file: Path
     success_file: Path
     coordination: Optional[Coordination]  # how this host takes part in the job; None: a program on its own
@@ -80,10 +81,10 @@ class LaunchPlan(NamedTuple):
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "distribution": self.kind.name,
+            "distribution": self.distribution,
             "role": self.role.value,
             "host": self.host,
-            "shape": {"distribution": self.kind.name, **self.shape.to_json()},
+            "shape": self.shape.to_json(),
             "argv": list(self.argv),
             "cwd": str(self.cwd),
             "fetch_code_from": self.program.fetch_from,
@@ -92,8 +93,7 @@ class LaunchPlan(NamedTuple):
             "model_dir": str(self.model_dir),
             "folders": [str(f) for f in self.folders],
             "cleared": [str(f) for f in self.cleared],
-            "grace_period_s": self.grace_period_s,
-            "stall_timeout_s": self.stall_timeout_s,
+            "settings": self.settings.to_json(),
             "env": dict(sorted(self.env_set.items())),
             "coordination": self.coordination.to_json() if self.coordination else None,
             "restarts": self.restarts.to_json(),
@@ -129,9 +129,9 @@ class DemuxSpec(NamedTuple):
     @property
     def argv(self) -> tuple[str, ...]:
         """Its command."""
-        return (self.python, "-m", "smtrain.data.demux", "--data", str(self.data_dir), "--channel", self.channel,
-                "--ranks", str(self.ranks), "--format", self.record_format.value,
-                *(("--restartable",) if self.restartable else ()))
+        return DEMUX.argv(self.python, "--data", str(self.data_dir), "--channel", self.channel,
+                          "--ranks", str(self.ranks), "--format", self.record_format.value,
+                          *(("--restartable",) if self.restartable else ()))
 
 
 def demux_specs(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, python: str,
@@ -149,9 +149,9 @@ def monitor_command(config: TrainingConfig, python: str, gpus: int) -> tuple[str
     """The system monitor; told this host's GPUs (none: it does not load NVML)."""
     if config.monitor_interval_ms is None:
         return ()
-    return (python, "-m", "smtrain.profiler.monitor", "--out", str(config.paths.output_dir / "profiler"),
-            "--host", config.resources.current_host, "--interval-ms", f"{config.monitor_interval_ms:g}",
-            "--gpus", str(gpus))
+    return MONITOR.argv(python, "--out", str(config.paths.output_dir / "profiler"),
+                        "--host", config.resources.current_host, "--interval-ms", f"{config.monitor_interval_ms:g}",
+                        "--gpus", str(gpus))
 
 
 def profiler_env(config: TrainingConfig) -> dict[str, str]:
@@ -168,7 +168,7 @@ def teardown_env(config: TrainingConfig) -> dict[str, str]:
     """Where restarts in place are asked for, a program that dies of an uncaught exception skips the
     interpreter's teardown (its start-up hook), so that the job starts again sooner; the user's own
     SM_SKIP_TEARDOWN_ON_FAILURE (0 or 1) wins."""
-    if config.max_restarts == 0 or SKIP_TEARDOWN_ENV in config.environ:
+    if config.settings[MAX_RESTARTS] == 0 or SKIP_TEARDOWN_ENV in config.environ:
         return {}
     return {SKIP_TEARDOWN_ENV: "1"}
 
@@ -187,9 +187,8 @@ def report_command(config: TrainingConfig, python: str, timeline: Optional[Path]
     folder = profiler_folder(config)
     if folder is None:
         return ()
-    return (python, "-m", "smtrain.profiler.job_report", str(folder),
-            "--out", str(config.paths.output_data_dir / "profiler-report"), "--job",
-            *(("--horovod-timeline", str(timeline)) if timeline else ()))
+    return REPORT.argv(python, str(folder), "--out", str(config.paths.output_data_dir / "profiler-report"), "--job",
+                       *(("--horovod-timeline", str(timeline)) if timeline else ()))
 
 
 def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: str = "") -> LaunchPlan:
@@ -222,7 +221,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
     carry = checkpoint_carry(config)
     timeline = asked.horovod_timeline(config, launch.program_dir) if asked is not None else None
     return LaunchPlan(
-        kind=kind,
+        distribution=kind.name,
         shape=shape,
         host=config.resources.current_host,
         program=launch,
@@ -237,17 +236,16 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         # PipeModeDataset's FIFO numbers (sagemaker_tensorflow); the demultiplexers' FIFOs and rank-ended marks
         cleared=(config.paths.base / "pipe_state", demux_folder(config.paths.input_data_dir)),
         pipe_state=config.paths.base / "pipe_state",
-        grace_period_s=config.grace_period_s,
-        stall_timeout_s=config.stall_timeout_s,
+        settings=config.settings,
         failure_file=config.paths.failure_file,
         success_file=config.paths.success_file,
         coordination=part.coordination,
-        restarts=restart_policy(config.max_restarts, part.coordination,
+        restarts=restart_policy(config.settings[MAX_RESTARTS], part.coordination,
                                 tuple(c.name for c in config.channels if c.mode is InputMode.PIPE), part.pipes),
         pipes=part.pipes,
         demux=demux_specs(part.pipes, config.paths.input_data_dir, part.ranks_per_host, python,
                           frozenset(c.name for c in config.channels
-                                    if c.mode is InputMode.PIPE and config.max_restarts > 0),
+                                    if c.mode is InputMode.PIPE and config.settings[MAX_RESTARTS] > 0),
                           relays(part.pipes, part.ranks_per_host, part.first_rank)),
         monitor=monitor_command(config, python, facts.num_gpus),
         report=report_command(config, python, timeline) if shape.role in (Role.SINGLE, Role.MASTER) else (),

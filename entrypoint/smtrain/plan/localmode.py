@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import NamedTuple, Optional
 
+from ..wire.programs import FEEDER
 from ..config.model import InputMode, TrainingConfig
 from ..errors import ConfigError
 
@@ -74,7 +75,7 @@ def feeder_command(config: TrainingConfig, channels: tuple[str, ...], python: st
         return ()
     data = config.paths.input_data_dir
     sources = [arg for name in channels for arg in ("--source", f"{name}={data / name}")]
-    return (python, "-m", "smtrain.data.feeder", "--base", str(config.paths.base), "--emulate", *sources)
+    return FEEDER.argv(python, "--base", str(config.paths.base), "--emulate", *sources)
 
 
 def describe(channels: tuple[str, ...]) -> str:

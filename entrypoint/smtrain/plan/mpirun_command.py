@@ -23,9 +23,38 @@ from __future__ import annotations
 from typing import Mapping, NamedTuple, Optional, Sequence
 
 from ..config.model import NetworkFacts
+from ..wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY
 
-__all__ = ["EFA_RDMA_INSTANCE_TYPES", "NOT_EXPORTED", "NOT_EXPORTED_PREFIXES", "MpiLayout",
-    "MpirunCommand", "choose_interface", "cpus_per_rank", "is_exported", "layout", "mpirun_command", "split_nccl_debug"]
+__all__ = ["EFA_RDMA_INSTANCE_TYPES", "NOT_EXPORTED", "NOT_EXPORTED_PREFIXES", "SSHD", "MpiLayout",
+    "MpirunCommand", "MpirunSpec", "SshdCommand", "choose_interface", "sshd_command", "cpus_per_rank", "is_exported", "layout", "mpirun_command", "split_nccl_debug"]
+
+SSHD = "/usr/sbin/sshd"
+
+
+class SshdCommand(NamedTuple):
+    """The sshd a worker serves for the master's mpirun."""
+    argv: tuple[str, ...]
+    port: int
+
+
+def sshd_command(config: str, port: int, ssh_dir: str) -> SshdCommand:
+    """sshd's command: its configuration file and port (the settings), the job's host key and trusted key
+    in `ssh_dir`; key authentication only (docker/sshd_config)."""
+    return SshdCommand((SSHD, "-D", "-e", "-f", config, "-p", str(port), "-h", f"{ssh_dir}/{HOST_KEY}",
+                        "-o", f"AuthorizedKeysFile={ssh_dir}/{AUTHORIZED_KEYS}"), port)
+
+
+class MpirunSpec(NamedTuple):
+    """The rank starter of MPI jobs (smtrain.starters.mpirun carries it out): the master's mpirun starts every
+    rank, on the workers through their sshd; the master makes the job's ssh key and gives its public half to
+    each worker as it joins; where restarts in place are asked for, it holds an ssh connection to each worker
+    for every attempt's mpirun."""
+
+    ssh_dir: str  # the job's keys (empty: no host logs into another)
+    sshd: Optional[SshdCommand]  # what this worker serves (None on the master)
+    held: tuple[str, ...]  # the workers the master holds a connection to
+    name: str = "mpirun"
+
 
 EFA_RDMA_INSTANCE_TYPES = frozenset(
     {

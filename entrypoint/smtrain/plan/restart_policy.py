@@ -1,6 +1,6 @@
 """Whether and how often the job is restarted in place after a transient failure
 (`sagemaker_max_restarts`): decided once, shown by `train --dry-run`; which failures count is
-run.restart_rule's judgement.
+run.attempts' judgement.
 
 A restarted attempt sees what a new job (a spot restart) would see: its checkpoint folder, and each
 Pipe channel from FIFO 0 with whole epochs. A program on its own is restarted as a job across hosts

@@ -18,7 +18,8 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from ..common import console
 from ..common.signals import SHUTDOWN_SIGNALS, SignalWaker
-from ..config.defaults import DEFAULT_BASE_DIR, DEFAULT_GRACE_PERIOD_S, STALL_EXIT_HOLD_S
+from ..config.defaults import DEFAULT_BASE_DIR, STALL_EXIT_HOLD_S
+from ..config.settings import GRACE_PERIOD
 from ..config.secrets import Redactor
 from ..proc.rank_progress import ProgressFile
 from ..proc.supervise import supervise
@@ -119,7 +120,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     env = rank_env(os.environ, contract)
     console.set_prefix(f"[train rank {task_rank(env, contract)}@{env.get('SM_CURRENT_HOST', '?')}] ")
     console.set_redactor(Redactor.of(env))
-    grace = contract.grace_period_s if contract else DEFAULT_GRACE_PERIOD_S
+    grace = contract.grace_period_s if contract else GRACE_PERIOD.default
     reporter = Reporter(contract, env, args[-1] if len(args) == 1 else args[1])
     progress = ProgressFile()
     watch = FailureWatch(reporter, uncaught=progress.uncaught)

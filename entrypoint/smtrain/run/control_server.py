@@ -1,6 +1,6 @@
 """The master's side of the job's control channel (the protocol: smtrain.wire.control_protocol): its
-sockets and threads, and one dispatch of each worker's messages by type onto that host's record
-(smtrain.run.control_state, whose queries the master role makes of the server)."""
+sockets and threads, and one dispatch of each message by type - a worker's onto that host's state, a rank's
+onto the current attempt (smtrain.run.control_state, whose queries the master role makes of the server)."""
 from __future__ import annotations
 
 import base64
@@ -13,25 +13,27 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Optional
 
-from ..config.defaults import HEARTBEAT_S, HEARTBEAT_TIMEOUT_S
+from ..config.defaults import HEARTBEAT_S
+from ..config.settings import HEARTBEAT_TIMEOUT
 from ..wire.control_protocol import LineReader, Message, MessageType, encode
 from ..wire.liveness import PeerSilence
 from ..wire.progress_file import Counts, InitPhase
 from ..wire.rank_failure import RankFailure
-from .control_state import ControlState, HostRecord
+from .attempt import HostState
+from .control_state import ControlState
 
-__all__ = ["ControlServer", "accept_queue"]
+__all__ = ["FIRST", "ControlServer", "accept_queue"]
 
 SPOOL_BYTES = 1 << 20  # a worker's profiler archive is held in memory up to this size, then in a file
+# what may open a connection: a worker's hello, a rank's report (alone on its connection), a rank's first progress
+FIRST = (MessageType.HELLO, MessageType.RANK_EXIT, MessageType.PROGRESS)
 
 
 class ControlServer(ControlState):
     """The master's side. Threads: one accepting, one reading per connection, one heartbeat."""
 
     def __init__(self, bind: str, port: int, token: str, log: Callable[[str], None],
-                 heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT_S, on_lost: Callable[[], None] = lambda: None,
-                 on_progress: Callable[[str, int, Counts], None] = lambda host, rank, counts: None,
-                 on_waiting: Callable[[dict[int, float], float], None] = lambda waits, check_s: None,
+                 heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT.default, on_lost: Callable[[], None] = lambda: None,
                  on_news: Callable[[], None] = lambda: None, admission: str = "",
                  joined: str = "it has joined the job") -> None:
         super().__init__()
@@ -42,8 +44,6 @@ class ControlServer(ControlState):
         self._log = log
         self._heartbeat_timeout_s = heartbeat_timeout_s
         self._on_lost = on_lost  # called (from a reader thread) when a worker is lost mid-job
-        self._on_progress = on_progress  # called (from a reader thread) with a rank's steps and signs of life
-        self._on_waiting = on_waiting  # called (from a reader thread) with {rank: seconds waited for it}, interval
         self._ranks: list[socket.socket] = []  # rank launchers' lasting connections
         self._listener = socket.create_server((bind, port), reuse_port=False, backlog=256)
         self.port = self._listener.getsockname()[1]
@@ -52,10 +52,14 @@ class ControlServer(ControlState):
         self._on_archive: Optional[Callable[[str, IO[bytes]], Optional[str]]] = None
         self._unread = 0  # connections accepted whose first message is not taken yet (a rank report, maybe)
         self._closed = False
-        # a worker's messages once it said hello, each to its handler (the fields were checked when decoded)
+        # each message the master handles, to its handler (the fields were checked when decoded): a worker's
+        # once it said hello, a rank's on its lasting connection (a connection's first message: `_serve`)
         self._handlers: dict[MessageType, Callable[[str, Mapping[str, Any]], None]] = {
             MessageType.JOINED: self._joined, MessageType.DONE: self._done, MessageType.READY: self._ready,
             MessageType.PROFILE: self._take_profile,
+        }
+        self.rank_handlers: dict[MessageType, Callable[[str, int, Mapping[str, Any]], None]] = {
+            MessageType.PROGRESS: self._progress, MessageType.WAITING: self._waiting,
         }
         threading.Thread(target=self._accept, name="control-accept", daemon=True).start()
 
@@ -146,6 +150,8 @@ class ControlServer(ControlState):
         first: Optional[Message] = None
         try:
             first = reader.read(timeout=30)
+            if first is not None and first.type not in FIRST:
+                first = None
             if first is not None and first.type is MessageType.RANK_EXIT and first.fields["token"] == self.token:
                 self._take_report(first.fields)
                 first = None
@@ -168,7 +174,7 @@ class ControlServer(ControlState):
         except ValueError as e:
             self._log(f"ignoring a malformed rank report: {e}")
             return
-        self.update(report.host, lambda r: r.reports.append(report))
+        self.add_report(report)
         self._on_news()
 
     def _serve_worker(self, sock: socket.socket, reader: LineReader, host: str) -> None:
@@ -177,20 +183,10 @@ class ControlServer(ControlState):
             sock.sendall(encode(MessageType.WELCOME, admission=self._admission))
         except OSError:
             pass  # its reader below sees the connection end
-        self.update(host, lambda r: setattr(r, "connection", sock))
+        self.connected(host, sock)
         self._log(f"worker {host} is here")
         how = self._until_lost(reader, host)
-        with self.lock:
-            record = self.record(host)
-            if record.archive is not None:  # it hung up in the middle of its profiler archive
-                record.archive.close()
-                record.archive = None
-            if record.connection is sock:
-                record.connection = None
-            lost = not self.ended and not self._closed
-            if lost:
-                record.lost_at = time.monotonic()
-            self.lock.notify_all()
+        lost = self.hung_up(host, sock, self._closed)
         sock.close()
         if lost:
             self._log(f"lost worker {host}: {how}")
@@ -217,19 +213,16 @@ class ControlServer(ControlState):
                 handler(host, message.fields)
 
     def _joined(self, host: str, fields: Mapping[str, Any]) -> None:
-        self.update(host, lambda r: setattr(r, "joined", True))
+        self.move(host, HostState.JOINED)
         self._log(f"worker {host} joined the job: {self._joined_note}")
 
     def _done(self, host: str, fields: Mapping[str, Any]) -> None:
-        self.update(host, lambda r: setattr(r, "done", fields["status"]))
+        self.move(host, HostState.DONE, status=fields["status"])
         self._on_news()
 
     def _ready(self, host: str, fields: Mapping[str, Any]) -> None:
-        def change(record: HostRecord) -> None:
-            record.ready_for = fields["attempt"]
-            record.refused = fields.get("refused", record.refused)
-
-        self.update(host, change)
+        refused = fields.get("refused")
+        self.move(host, HostState.REFUSED if refused else HostState.READY, refused=refused)
         self._on_news()
 
     def _follow_rank(self, sock: socket.socket, reader: LineReader, first: Message) -> None:
@@ -239,14 +232,9 @@ class ControlServer(ControlState):
             self._ranks.append(sock)
         message: Optional[Message] = first
         while message is not None:
-            if message.type is MessageType.PROGRESS:
-                counts = _counts(message.fields)
-                if counts is not None:
-                    self._on_progress(host, rank, counts)
-            elif message.type is MessageType.WAITING:
-                waits = _waits(message.fields)
-                if waits:
-                    self._on_waiting(waits, float(message.fields["check_s"]))
+            handler = self.rank_handlers.get(message.type)
+            if handler is not None:
+                handler(host, rank, message.fields)
             try:
                 message = reader.read(timeout=None)
             except (TimeoutError, ValueError):
@@ -254,6 +242,16 @@ class ControlServer(ControlState):
         with self.lock:
             self._ranks.remove(sock)
         sock.close()
+
+    def _progress(self, host: str, rank: int, fields: Mapping[str, Any]) -> None:
+        counts = _counts(fields)
+        if counts is not None:
+            self.attempt.observe(host, rank, counts)
+
+    def _waiting(self, host: str, rank: int, fields: Mapping[str, Any]) -> None:
+        waits = _waits(fields)
+        if waits:
+            self.attempt.waited_for(waits, float(fields["check_s"]))
 
     def _take_profile(self, host: str, fields: Mapping[str, Any]) -> None:
         """One piece of a worker's profiler archive, appended to its file; complete at `last`. Only this
@@ -285,10 +283,9 @@ class ControlServer(ControlState):
                 record.archive = None
                 archive.close()
 
-            def shipped(r: HostRecord) -> None:
-                r.shipped, r.shipped_note = True, said
-
-            self.update(host, shipped)
+            with self.lock:
+                record.shipped, record.shipped_note = True, said
+                self.lock.notify_all()
 
 
 def _counts(fields: Mapping[str, Any]) -> Optional[Counts]:

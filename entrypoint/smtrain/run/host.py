@@ -21,7 +21,7 @@ def run_job(plan: LaunchPlan, inherited_env: Mapping[str, str], python: str, wak
     if plan.role is Role.MASTER:
         from .master import Master
 
-        return job.run(Master().run)
+        return job.run(lambda prepared: Master(prepared).run())
     from .worker import Worker
 
-    return job.run(Worker().run)
+    return job.run(lambda prepared: Worker(prepared).run())

@@ -38,7 +38,7 @@ from .intermediate_sync import FINISH_WAIT_S, STOPPING_WAIT_S, finish_syncer, st
 from .pip_install import install_requirements
 from .outcome import FileState, JobOutcome, render, warn_if_no_model
 
-__all__ = ["HostJob", "prepare", "start_helpers", "write_report"]
+__all__ = ["HostJob", "prepare", "restart_kept_demultiplexers", "start_helpers", "start_pipe_helpers", "write_report"]
 
 
 def prepare(plan: LaunchPlan, python: str) -> None:
@@ -168,18 +168,20 @@ class HostJob:
         """Starts the plan's helpers (feeder, demultiplexers, monitor)."""
         start_helpers(self.plan, self.helpers)
 
-    def restart_pipes(self) -> Optional[str]:
+    def rewind_pipes(self) -> Optional[str]:
         """Before a restart in place: the Pipe channels this host serves start again from FIFO 0, as after
-        a spot restart - those emulated from files from their first epoch (feeder and demultiplexers
-        started again), SageMaker's own from its next epoch FIFO (their demultiplexers keep running:
-        smtrain.data.demux_restarts); the rest keeps running. Why not, where a channel could not."""
-        kept = [spec for spec in self.plan.demux if spec.restartable]
-        again = [spec for spec in self.plan.demux if not spec.restartable]
-        if self.plan.feeder or again:
+        a spot restart - SageMaker's own from its next epoch FIFO (their demultiplexers keep running:
+        smtrain.data.demux_restarts), those emulated from files from their first epoch (feeder and
+        demultiplexers started again); the rest keeps running. Why not, where a channel could not."""
+        plan = self.plan
+        kept = [spec for spec in plan.demux if spec.restartable]
+        again = [spec for spec in plan.demux if not spec.restartable]
+        why_not = restart_kept_demultiplexers(self.helpers, kept, DEMUX_RESTART_WAIT_S) if kept else None
+        if plan.feeder or again:
             stop_all(self.helpers.take(("feeder", *(spec.name for spec in again)), exact=True))
-            start_pipe_helpers(self.plan, self.helpers, again)
-        shutil.rmtree(self.plan.pipe_state, ignore_errors=True)  # PipeModeDataset's epoch counts: from FIFO 0 again
-        return restart_kept_demultiplexers(self.helpers, kept, DEMUX_RESTART_WAIT_S) if kept else None
+            start_pipe_helpers(plan, self.helpers, again)
+        shutil.rmtree(plan.pipe_state, ignore_errors=True)  # PipeModeDataset's epoch counts: from FIFO 0 again
+        return why_not
 
     def wrote_progress_since(self, since: float) -> bool:
         """Whether this host's program wrote a checkpoint or step events (the step profiler's Keras

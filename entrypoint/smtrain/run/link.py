@@ -12,7 +12,8 @@ ssh key, for mpirun), which the worker's starter takes before it says `joined`. 
 (a shutdown signal it received:
 raised here as if this `train` had received it, so it is forwarded with the grace period), `abort`
 (the job fails: stop now) and `end` (the job is over, with its status). After a failed attempt it
-may say `restart`: this host ends its part of the attempt, says `ready`, and waits for the next `start`. A master that goes silent
+may say `restart`: this host ends its part of the attempt, says `ready`, and waits for the next `start`
+(`next_attempt` is the one asked for). A master that goes silent
 for the heartbeat timeout, or whose connection closes, is lost.
 """
 from __future__ import annotations
@@ -49,15 +50,15 @@ class MasterLink:
         self._changed = threading.Condition()
         self.token: Optional[str] = None
         self.attempt = -1  # the attempt the master last started
-        self.restart_asked = 0  # the restart the master last asked for (0: none)
+        self.next_attempt = 0  # the attempt the master last asked every host to be ready for (restart; 0: none)
         self.admission: Optional[str] = None  # what the master's welcome gave this host
-        self.abort_reason: Optional[str] = None
+        self._aborted: dict[int, str] = {}  # the master's `abort`, by the attempt it came in
         self.end: Optional[JobOutcome] = None  # the job's outcome, as the master said
         self.lost: Optional[str] = None  # how the master was lost
         # the master's messages, each to its handler (the fields were checked when decoded)
         self._handlers: dict[MessageType, Callable[[Mapping[str, Any]], None]] = {
             MessageType.START: self._started, MessageType.WELCOME: self._welcomed, MessageType.RESTART: self._restart,
-            MessageType.SIGNAL: self._signal, MessageType.ABORT: lambda fields: self._learn(abort=fields["reason"]),
+            MessageType.SIGNAL: self._signal, MessageType.ABORT: self._abort,
             MessageType.END: lambda fields: self._learn(end=JobOutcome(fields["status"], told=fields["reason"]))}
 
     def start(self) -> "MasterLink":
@@ -95,8 +96,8 @@ class MasterLink:
         """Why this host's program must stop now, if it must."""
         if self.lost is not None:
             return f"lost the master ({self.lost})"
-        if self.abort_reason is not None:
-            return f"the master ends the job ({self.abort_reason})"
+        if self.attempt in self._aborted:
+            return f"the master ends the job ({self._aborted[self.attempt]})"
         if self.end is not None:
             return f"the job is over (status {self.end.status})"
         return None
@@ -145,7 +146,6 @@ class MasterLink:
     def _started(self, fields: Mapping[str, Any]) -> None:
         with self._changed:
             self.token, self.attempt = fields["token"], fields["attempt"]
-            self.abort_reason = None  # an abort ended the attempt before; this one starts afresh
             self._changed.notify_all()
         log("the job started" if not self.attempt else f"the job started again (restart {self.attempt})")
 
@@ -157,17 +157,20 @@ class MasterLink:
     def _restart(self, fields: Mapping[str, Any]) -> None:
         log(f"the master restarts the job in place (restart {fields['attempt']}): {fields['cause']}")
         with self._changed:
-            self.restart_asked = fields["attempt"]
+            self.next_attempt = fields["attempt"]
             self._changed.notify_all()
         self._waker.post()
+
+    def _abort(self, fields: Mapping[str, Any]) -> None:
+        self._aborted.setdefault(self.attempt, fields["reason"])
+        self._learn()
 
     def _signal(self, fields: Mapping[str, Any]) -> None:
         log(f"the master forwards signal {fields['signum']}")
         os.kill(os.getpid(), fields["signum"])  # handled as our own: forwarded, grace period
 
-    def _learn(self, lost: Optional[str] = None, abort: Optional[str] = None, end: Optional[JobOutcome] = None) -> None:
-        self.lost, self.abort_reason = lost or self.lost, abort or self.abort_reason
-        self.end = end or self.end
+    def _learn(self, lost: Optional[str] = None, end: Optional[JobOutcome] = None) -> None:
+        self.lost, self.end = lost or self.lost, end or self.end
         with self._changed:
             self._changed.notify_all()
         self._waker.post()

@@ -16,7 +16,7 @@ from typing import Callable, NamedTuple, Optional, Union
 
 from ..common.atomic_file import write_atomically
 from ..common.console import log
-from ..errors import FailureCause, ToolkitError
+from ..errors import CauseKind, FailureCause, ToolkitError
 from ..proc.supervise import ProcessResult
 from ..wire.rank_failure import RankFailure, is_consequence
 
@@ -96,7 +96,7 @@ class JobOutcome(NamedTuple):
     """How a job (or this host's part of it) ended. Every role returns one; `render` reports it."""
 
     status: int  # what `train` exits with
-    cause: Union[FailureCause, str, None] = None  # the toolkit's FailureCause, or the program's Python exception
+    cause: Union[CauseKind, str, None] = None  # the toolkit's FailureCause, or the program's Python exception
     what: str = ""  # one line
     stderr_tail: bytes = b""  # the lines worth showing: a crash dump after the traceback is left out
     rank: Optional[int] = None  # the rank (or TF task number) to blame, when one is
@@ -104,13 +104,13 @@ class JobOutcome(NamedTuple):
     told: Optional[str] = None  # the reason as the master wrote it (a worker's outcome)
 
     @classmethod
-    def failed(cls, status: int, cause: Union[FailureCause, str], what: str, stderr_tail: bytes = b"",
+    def failed(cls, status: int, cause: Union[CauseKind, str], what: str, stderr_tail: bytes = b"",
                rank: Optional[int] = None, host: Optional[str] = None) -> "JobOutcome":
         """A failure with the status, cause and what the caller gives."""
         return cls(status, cause, what, stderr_tail, rank, host)
 
     @classmethod
-    def of_cause(cls, cause: FailureCause, what: str, stderr_tail: bytes = b"", rank: Optional[int] = None,
+    def of_cause(cls, cause: CauseKind, what: str, stderr_tail: bytes = b"", rank: Optional[int] = None,
                 host: Optional[str] = None) -> "JobOutcome":
         """A failure the toolkit names, with the status its cause carries."""
         return cls(cause.exit_code, cause, what, stderr_tail, rank, host)
@@ -169,10 +169,10 @@ def describe_program_failure(result: ProcessResult, program: str) -> JobOutcome:
                           result.stderr_tail)
 
 
-def failure_text(cause: Union[FailureCause, str], what: str, stderr_tail: bytes = b"", limit: int = FAILURE_FILE_LIMIT) -> str:
+def failure_text(cause: Union[CauseKind, str], what: str, stderr_tail: bytes = b"", limit: int = FAILURE_FILE_LIMIT) -> str:
     """`cause: what`, then as many whole last lines of stderr as fit in `limit` bytes of UTF-8.
     `cause` is the toolkit's FailureCause, or the name of the program's Python exception."""
-    head = f"{cause.label if isinstance(cause, FailureCause) else cause}: {what}\n"
+    head = f"{cause.label if isinstance(cause, CauseKind) else cause}: {what}\n"
     room = limit - len(head.encode("utf-8")) - len("stderr (last lines):\n")
     lines = stderr_tail.decode("utf-8", "replace").splitlines()
     kept: list[str] = []

@@ -1,7 +1,7 @@
-"""The ways the job's ranks start (smtrain.starters.base.RankStarter), each one module or package: a
-kind's planner gives one in the plan, and the master and worker roles (smtrain.run) call its steps.
-`every_host`: each host starts its own program; `mpirun`: the master's mpirun starts every rank, on
-the workers through their sshd."""
+"""The ways the job's ranks start, each a policy (smtrain.starters.policy.StarterPolicy) that carries out the
+spec a kind's planner puts in the plan (registry: which policy for which spec); the master and worker roles
+(smtrain.run) consult it. `every_host`: each host starts its own program; `mpirun`: the master's mpirun
+starts every rank, on the workers through their sshd."""
 
 # Submodules are imported where they are used, never here: a process loads only what its role needs.
-__all__ = ["base", "every_host", "mpirun"]
+__all__ = ["every_host", "mpirun", "policy", "registry"]

@@ -8,13 +8,13 @@ import shlex
 from pathlib import Path
 from typing import Optional
 
+from ...wire.programs import RANK_LAUNCHER
 from ...config.model import MpiSettings, TrainingConfig
-from ...wire.contract import RANK_CONTRACT_ENV, RankContract, without_internals
-from ...starters.mpirun.sshd import sshd_command
-from ...starters.mpirun.starter import Mpirun
+from ...config.settings import MAX_RESTARTS, SSHD_CONFIG, SSHD_PORT
+from ...wire.contract import RANK_CONTRACT_ENV, without_internals
 from ...wire.ssh_trust import CONTROL_PATH, SSH_DIR
 from ..kind import HostPart, Kind, KindInputs
-from ..mpirun_command import cpus_per_rank, layout, mpirun_command
+from ..mpirun_command import MpirunSpec, cpus_per_rank, layout, mpirun_command, sshd_command
 from ..shape import Role
 
 __all__ = ["MPI", "Mpi", "plan_mpi"]
@@ -72,27 +72,26 @@ def plan_mpi(given: KindInputs) -> HostPart:
     argv: tuple[str, ...] = ()
     ssh_dir = SSH_DIR if shape.workers else ""  # mpirun's ssh logs into the workers with the job's key (docker/ssh_config)
     # where restarts in place are asked for, every attempt's mpirun shares the master's connections to the workers
-    held = shape.workers if config.max_restarts > 0 and shape.role is not Role.WORKER else ()
+    held = shape.workers if config.settings[MAX_RESTARTS] > 0 and shape.role is not Role.WORKER else ()
     if shape.role is not Role.WORKER:  # on a worker, the master's mpirun starts this host's ranks through sshd
         control_host = shape.master if shape.workers else "127.0.0.1"
-        contract = RankContract(control_host, config.control_port, given.token, config.grace_period_s, pipes,
-                                stall_timeout_s=config.stall_timeout_s)
+        contract = given.contract(control_host, given.token, pipes)
         env_set[RANK_CONTRACT_ENV] = contract.to_json()
         command = mpirun_command(
             placed, here, config.resources.network_interface_name, config.resources.current_instance_type,
             given.facts.network, {**without_internals(config.environ), **env_set}, mpi.custom_options,
-            (python, "-m", "smtrain.rank", "--", *given.launch.argv),
+            RANK_LAUNCHER.argv(python, "--", *given.launch.argv),
             cpus_per_rank=cpus_per_rank(per_host, given.facts.bindable_cpus, given.facts.num_gpus,
                                         config.resources.current_instance_type),
             ssh_control_path=CONTROL_PATH if held else "",
         )
         argv = command.argv
         env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
-    sshd = sshd_command(config.environ, *Mpirun.sshd_files(ssh_dir))  # its settings checked on every host
+    sshd = sshd_command(config.settings[SSHD_CONFIG], config.settings[SSHD_PORT], ssh_dir)
     coordination = given.coordination(
         ranks=tuple((placed.hosts[rank // per_host], rank) for rank in range(placed.num_processes)),
         program_name=f"mpirun ({given.launch.program_path})",
         start_line=f"host {here}: starting {placed.num_processes} ranks on {', '.join(placed.hosts)}: {shlex.join(argv)}",
-        starter=Mpirun(ssh_dir, sshd if shape.role is Role.WORKER else None, held),
+        starter=MpirunSpec(ssh_dir, sshd if shape.role is Role.WORKER else None, held),
     )
     return HostPart(argv, env_set, pipes, per_host, coordination, first_rank)

@@ -8,7 +8,7 @@ import json
 from typing import Any, Sequence
 
 from ...config.model import TrainingConfig
-from ...starters.base import JobEnd
+from ..coordination import JobEnd
 from ..kind import HostPart, Kind, KindInputs
 from ..tfconfig import Task, addresses
 from .tf_cluster import plan_tf_cluster, spans_two_hosts

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
+from ...wire.programs import RANK_LAUNCHER, TF_SERVER
 from ...config.model import TrainingConfig
-from ...starters.base import JobEnd
+from ..coordination import JobEnd
 from ..coordination import Companion
 from ..kind import HostPart, Kind, KindInputs
 from ..tfconfig import Task, addresses
@@ -59,7 +60,7 @@ class ParameterServer(Kind):
         servers = [Task(len(hosts) + i, host, "ps", i) for i, host in enumerate(hosts)]
         companions = tuple(
             Companion("parameter server", t.host,
-                      (python, "-m", "smtrain.rank", "--", python, "-m", "smtrain.run.tfserver"),
+                      RANK_LAUNCHER.argv(python, "--", *TF_SERVER.argv(python)),
                       {"TF_CONFIG": json.dumps(tf_config_for_ps(hosts, t.host, ps_task=True))}, t.rank, t.describe())
             for t in servers)
         return plan_tf_cluster(given, programs, companions, {"TF_CONFIG": json.dumps(tf_config_for_ps(hosts, here))},

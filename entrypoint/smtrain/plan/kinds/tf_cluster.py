@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+from ...wire.programs import RANK_LAUNCHER
 from ...config.model import TrainingConfig
-from ...wire.contract import RankContract
-from ...starters.base import JobEnd
-from ...starters.every_host import EveryHost
-from ..coordination import Companion
+from ..coordination import Companion, EveryHostSpec, JobEnd
 from ..kind import HostPart, KindInputs
 from ..tfconfig import Task
 
@@ -33,8 +31,7 @@ def plan_tf_cluster(given: KindInputs, programs: Sequence[Task], companions: Seq
     names = {t.rank: f"{path} ({t.describe()})" for t in programs}
     names.update({c.rank: f"the {c.name} ({c.describe})" for c in companions})
     coordination = given.coordination(
-        contract=RankContract(shape.master, config.control_port, "", config.grace_period_s, pipes,
-                              stall_timeout_s=config.stall_timeout_s),
+        contract=given.contract(shape.master, "", pipes),
         program_rank=program.rank,
         companions=tuple(c for c in companions if c.host == here),
         ranks=tuple((t.host, t.rank) for t in programs),
@@ -42,7 +39,7 @@ def plan_tf_cluster(given: KindInputs, programs: Sequence[Task], companions: Seq
         program_name=f"{path} ({program.describe()})",
         start_line=f"host {here}: starting {program.describe()}; {len(programs) + len(companions)} tasks "
                    f"on {len(shape.hosts)} hosts",
-        starter=EveryHost(end),
+        starter=EveryHostSpec(end),
     )
-    argv = (given.python, "-m", "smtrain.rank", "--", *given.launch.argv)
+    argv = RANK_LAUNCHER.argv(given.python, "--", *given.launch.argv)
     return HostPart(argv, {**given.base_env(pipes), **env_set}, pipes, 1, coordination)

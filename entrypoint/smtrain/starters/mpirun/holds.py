@@ -62,7 +62,7 @@ class SshHolds:
         if failed:
             log(f"no ssh connection held to {', '.join(failed)}: mpirun logs into them on its own")
         else:
-            log(f"ssh connections to the workers held for restarts in place ({time.monotonic() - self.began:.2f} s)")
+            log(f"ssh connections to the workers held for every attempt's mpirun ({time.monotonic() - self.began:.2f} s)")
 
     def release(self) -> None:
         """Close them all (the attempts are over): the workers' sshd sessions end before the job's end is told."""

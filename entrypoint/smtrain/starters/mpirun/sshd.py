@@ -1,40 +1,17 @@
-"""sshd for mpirun on worker hosts: its command as the plan gives it (SMTRAIN_SSHD_CONFIG,
-SMTRAIN_SSHD_PORT; the job's own host key and trusted key), started by `train`, key authentication
-only (see docker/sshd_config)."""
+"""sshd for mpirun on worker hosts, started by `train` with the command the plan gives it
+(plan.mpirun_command.sshd_command), and whether it listens."""
 from __future__ import annotations
 
 import os
 import subprocess
 import time
 from pathlib import Path
-from typing import Mapping, NamedTuple, Sequence
+from typing import Sequence
 
-from ...config.setting_values import tcp_port
-from ...errors import ConfigError, StartupFailed
+from ...errors import StartupFailed
 from ...proc.helpers import Helper, HelperGroup
 
-__all__ = ["DEFAULT_SSHD_CONFIG", "DEFAULT_SSHD_PORT", "SSHD", "SshdCommand", "listening", "sshd_command", "start_sshd"]
-
-SSHD = "/usr/sbin/sshd"
-DEFAULT_SSHD_CONFIG = "/etc/ssh/sshd_config"
-DEFAULT_SSHD_PORT = 22
-
-
-class SshdCommand(NamedTuple):
-    """The sshd a worker serves for the master's mpirun."""
-    argv: tuple[str, ...]
-    port: int
-
-
-def sshd_command(environ: Mapping[str, str], host_key: str, authorized_keys: str) -> SshdCommand:
-    """sshd's command from SMTRAIN_SSHD_CONFIG and SMTRAIN_SSHD_PORT (ConfigError naming a bad one),
-    with the job's host key and trusted key."""
-    config = environ.get("SMTRAIN_SSHD_CONFIG") or DEFAULT_SSHD_CONFIG
-    if not config.startswith("/"):
-        raise ConfigError(f"environment variable SMTRAIN_SSHD_CONFIG: expected an absolute path, got {config!r}")
-    port = tcp_port(environ, "SMTRAIN_SSHD_PORT", DEFAULT_SSHD_PORT)
-    return SshdCommand((SSHD, "-D", "-e", "-f", config, "-p", str(port), "-h", host_key,
-                        "-o", f"AuthorizedKeysFile={authorized_keys}"), port)
+__all__ = ["listening", "start_sshd", "wait_listening"]
 
 
 def start_sshd(helpers: HelperGroup, argv: Sequence[str], port: int, deadline: float) -> Helper:

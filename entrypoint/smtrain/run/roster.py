@@ -1,0 +1,50 @@
+"""The master's control server opened for the job, and its workers waited for until each has joined."""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from ..common.console import log
+from ..common.signals import SignalWaker
+from ..errors import PeersUnreachable, StartupFailed, ToolkitError
+from ..plan.coordination import Coordination
+from .control_server import ControlServer
+from .outcome import failure_text
+
+__all__ = ["await_workers", "open_control"]
+
+
+def open_control(coordination: Coordination, token: str, waker: SignalWaker, admission: str = "",
+                 joined: str = "it has joined the job") -> ControlServer:
+    """The master's control server: what it hears wakes `waker`; each worker gets the rank starter's
+    `admission` when it says hello (`joined`: how the log says it took it); StartupFailed naming the port
+    when it is taken."""
+    try:
+        return ControlServer(coordination.control_bind, coordination.control_port, token, log,
+                             coordination.heartbeat_timeout_s, on_lost=waker.post, on_news=waker.post,
+                             admission=admission, joined=joined)
+    except OSError as e:
+        raise StartupFailed(f"cannot listen on the control port {coordination.control_bind}:{coordination.control_port}: "
+                            f"{e.strerror} (set SM_CONTROL_PORT to a free port)") from None
+
+
+def await_workers(server: ControlServer, coordination: Coordination, not_admitted: Callable[[list[str]], str]) -> None:
+    """Wait until every worker has joined (said hello and taken its admission); PeersUnreachable (told to
+    those that came) when one never came, StartupFailed (`not_admitted` says why) when one came but did not
+    join."""
+    if not coordination.workers:
+        return
+    wait_s = coordination.peer_wait_s
+    log(f"waiting up to {wait_s:g} s for workers {', '.join(coordination.workers)}")
+    missing = server.wait_for_workers(list(coordination.workers), time.monotonic() + wait_s)
+    if not missing:
+        return
+    absent = [host for host in missing if not server.said_hello(host)]
+    error: ToolkitError
+    if absent:
+        error = PeersUnreachable(f"workers {', '.join(absent)} did not report within {wait_s:g} s "
+                                 f"(their train must reach {coordination.master}:{coordination.control_port})")
+    else:
+        error = StartupFailed(not_admitted(missing))
+    server.end(int(error.exit_code), failure_text(error.cause, str(error)))
+    raise error
