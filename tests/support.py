@@ -21,6 +21,8 @@ ORACLE = [sys.executable, "-c", "from sagemaker_training.cli.train import main; 
 # smdebug 1.0.34 in an environment of its own (requirements/smdebug.txt; its protobuf 3.20 pin conflicts
 # with TensorFlow's), and the script that reads with it (tests/programs/smdebug_read.py).
 README = Path(__file__).resolve().parent.parent / "README.md"
+# Variables only this toolkit sets (documented additions), left out where its environment is compared with an oracle's.
+OWN_VARIABLES = ("SM_CHECKPOINT_DIR", "SM_FRAMEWORK_PROFILER", "SM_PIPE_", "SM_PROGRESS_FILE", "SM_TENSORBOARD_DIR")
 SMDEBUG_READ = ["/opt/smtrain/smdebug/bin/python", str(Path(__file__).resolve().parent / "programs" / "smdebug_read.py")]
 
 

@@ -9,7 +9,7 @@ import json
 import sys
 from pathlib import Path
 
-from tests.cluster.conftest import PROGRAMS
+from tests.harness.cluster_jobs import PROGRAMS
 
 TRAIN = [str(Path(sys.executable).parent / "train")]
 GROUPS = {"data": ["algo-1"], "train": ["algo-2", "algo-3"]}

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from smtrain.profiler.digests import read
-from tests.cluster.conftest import PROGRAMS
+from tests.harness.cluster_jobs import PROGRAMS
 from tests.support import SMDEBUG_READ
 
 TRAIN = [str(Path(sys.executable).parent / "train")]

@@ -18,11 +18,10 @@ import pytest
 
 from smtrain.wire.contract import RANK_CONTRACT_ENV
 
-from tests.cluster.conftest import PROGRAMS, feed_every_host, wait_for_files
+from tests.harness.cluster_jobs import PROGRAMS, TRAIN, feed_every_host, wait_for_files
 from tests.harness import keras_api
 from tests.harness.logpipe import LogPipe
 
-TRAIN = [str(Path(sys.executable).parent / "train")]
 MPI = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2}
 # Every host's train exits within 2 s of the last rank's exit (benchmarks/bench_multihost.py measures it);
 # asserted with a second more, for a busy machine.

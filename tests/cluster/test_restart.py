@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.cluster.conftest import PROGRAMS
+from tests.harness.cluster_jobs import PROGRAMS
 from tests.harness.cluster import Cluster
 
 TRAIN = [str(Path(sys.executable).parent / "train")]
@@ -89,7 +89,7 @@ def test_a_rank_that_raises_once_is_restarted_and_ends_with_the_weights_of_an_un
     assert "the job succeeded after 1 restart(s) in place" in master
     assert "the master restarts the job in place (restart 1)" in cluster.hosts[1].stderr()
     # both attempts' mpirun reached the worker through the master's one held ssh connection: one login
-    assert "ssh connections to the workers held for restarts in place" in master
+    assert "ssh connections to the workers held for every attempt's mpirun" in master
     assert cluster.hosts[1].stderr().count("Accepted publickey for root") == 1, _details(cluster)
     assert cluster.leftovers() == {}
 

@@ -10,8 +10,7 @@ import sys
 
 import pytest
 
-from tests.cluster.conftest import PROGRAMS, wait_for_files
-from tests.cluster.test_multihost import TRAIN
+from tests.harness.cluster_jobs import PROGRAMS, TRAIN, wait_for_files
 from tests.support import assert_only_the_jobs_key_logs_in, assert_outside_host_gets_the_system_settings
 
 MPI = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 1}

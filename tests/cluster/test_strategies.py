@@ -19,8 +19,7 @@ import time
 
 import pytest
 
-from tests.cluster.conftest import PROGRAMS, wait_for_files
-from tests.cluster.test_multihost import TRAIN
+from tests.harness.cluster_jobs import PROGRAMS, TRAIN, wait_for_files
 from tests.support import memory_cgroup
 
 MWMS = {"sagemaker_multi_worker_mirrored_strategy_enabled": True}

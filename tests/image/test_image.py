@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import subprocess
 import sys
 import time
@@ -165,27 +164,6 @@ def test_the_demo_trains_two_containers_with_pipe_mode_and_checkpoints_and_keeps
     assert report == out / "algo-1" / "ml" / "output" / "data" / "profiler-report" / "profiler-report.html"
     assert model == out / "algo-1" / "ml" / "model" / "model.keras"
     assert report.stat().st_size > 10_000 and model.stat().st_size > 1_000
-
-
-def _quick_start_commands() -> tuple[list[str], list[str]]:
-    """The README's quick-start commands ("3. Run it") and the last lines it shows them printing."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("### 3. Run it"):text.index("### Next")]
-    blocks = [[line[4:] for line in block.splitlines()] for block in re.findall(r"((?:^    .*\n)+)", section, re.M)]
-    return blocks[0], blocks[1]
-
-
-def test_the_readmes_quick_start_runs_as_written(image: str, tmp_path: Path) -> None:
-    """In a fresh folder with the checkout's examples/, the image under test standing for smtrain:cpu."""
-    commands, shown = _quick_start_commands()
-    (tmp_path / "examples").symlink_to(REPO / "examples")
-    script = "set -e\n" + "\n".join(commands).replace("smtrain:cpu", shlex.quote(image))
-    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stderr.splitlines()[-1] == shown[-1] == "[train] the program succeeded"
-    assert re.search(r"^epoch=1; loss=[0-9.]+;$", done.stdout, re.M), done.stdout
-    report = tmp_path / "ml" / "output" / "data" / "profiler-report" / "profiler-report.html"
-    assert (tmp_path / "ml" / "model" / "model.keras").is_file() and report.is_file()
 
 
 OOM_RANK = """import sys, time

@@ -204,7 +204,7 @@ def test_sigkill_at_random_moments_of_asynchronous_tensorflow_saves_never_leaves
     program.write_text(ASYNC_SAVER)
     directory = tmp_path / "ckpt"
     rng = random.Random(4321)
-    for _ in range(20):
+    for _ in range(10):  # ten savers, each killed at a random moment of its saves (one TensorFlow start each)
         saver = subprocess.Popen([sys.executable, str(program), str(directory)], stdout=subprocess.PIPE)
         assert saver.stdout is not None and saver.stdout.readline() == b"ready\n"
         time.sleep(rng.random() * 0.4)
@@ -215,4 +215,4 @@ def test_sigkill_at_random_moments_of_asynchronous_tensorflow_saves_never_leaves
             tf.train.Checkpoint(v=variable).read(str(folder / "state")).expect_partial()
             assert float(variable[0]) == float(int(folder.name.split("-")[1]))
     store = CheckpointStore(directory, log=lambda m: None)
-    assert store.latest() is not None and store.latest().step >= 20
+    assert store.latest() is not None and store.latest().step >= 10

@@ -14,11 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import make_tree, require_root, run_oracle, run_train
+from tests.support import OWN_VARIABLES, make_tree, require_root, run_oracle, run_train
 
 DUMP_PROGRAM = Path(__file__).parent.parent / "programs" / "dump_env.py"
-# Variables only this toolkit sets (documented additions).
-OWN_VARIABLES = ("SM_CHECKPOINT_DIR", "SM_FRAMEWORK_PROFILER", "SM_PIPE_", "SM_PROGRESS_FILE", "SM_TENSORBOARD_DIR")
 # Plain variables sagemaker-training sets besides SM_*.
 PLAIN_VARIABLES = ("CURRENT_HOST", "SAGEMAKER_JOB_NAME", "SAGEMAKER_REGION")
 

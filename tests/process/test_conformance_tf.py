@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.process.test_conformance import OWN_VARIABLES
-from tests.support import TF_ORACLE_MODULE, make_tree, require_root, run_tf_oracle, run_train
+from tests.support import OWN_VARIABLES, TF_ORACLE_MODULE, make_tree, require_root, run_tf_oracle, run_train
 
 DUMP_PROGRAM = Path(__file__).parent.parent / "programs" / "dump_env.py"
 CONTAINER_VARIABLES = ("TF_CONFIG", "S3_REGION", "S3_USE_HTTPS", "TF_CPP_MIN_LOG_LEVEL", "CURRENT_HOST",

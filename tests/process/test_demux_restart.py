@@ -15,7 +15,7 @@ from pathlib import Path
 from smtrain import pipes
 from smtrain.data.feeder import Feeder
 from smtrain.wire.pipe_assignment import demux_prefix, rank_ended_marker, restart_ack
-from tests.process.test_pipes import _write_objects
+from tests.harness.records import write_objects
 
 
 def _wait_for(condition, timeout: float, what: str) -> None:
@@ -42,7 +42,7 @@ def _read(data: Path, rank: int, limit: int = -1, fifo: int = 0) -> list[bytes]:
 def test_a_restart_reads_sagemakers_epoch_to_its_end_and_deals_the_next_one_as_fifo_0(tmp_path: Path, capfd) -> None:
     import threading
 
-    records = _write_objects(tmp_path / "src", ["o"], 6000)  # about 9 MB: more than the ranks' pipes hold
+    records = write_objects(tmp_path / "src", ["o"], 6000)  # about 9 MB: more than the ranks' pipes hold
     data = tmp_path / "data"
     data.mkdir()
     feeder = Feeder(data, {"c": [tmp_path / "src" / "o"]}, {"c": None}, epochs=None).start()

@@ -3,8 +3,8 @@ TF_USE_LEGACY_KERAS=1), checked by the behaviours Horovod's own Keras tests chec
 Kerases: one run of tests/programs/hvd_keras_api.py through the real `train` with single-host MPI (2 ranks,
 each its own data and first weights), whose findings each test here judges - against one process on the
 union of the ranks' batches where a number can be compared. What serves Keras 3: smtrain.horovod_keras,
-handed Keras 3 objects by the image's patch of Horovod (scripts/patch-horovod.py). The README's Horovod
-table lists every name with what it does on each Keras; `test_the_readme_inventory_names_every_public_name`
+handed Keras 3 objects by the image's patch of Horovod (scripts/patch-horovod.py). docs/horovod-keras.md's Horovod
+table lists every name with what it does on each Keras; `test_the_inventory_names_every_public_name_with_what_shows_it`
 holds the table to Horovod's modules and to the cases here."""
 from __future__ import annotations
 
@@ -301,7 +301,7 @@ def test_the_process_facts_and_the_timeline(found: list[dict[str, Any]], flavour
     assert ranks[0]["timeline"]  # rank 0 writes it
 
 
-# -- the README's inventory ------------------------------------------------------------------------------------
+# -- the inventory in docs/horovod-keras.md --------------------------------------------------------------------------------
 # Each public name of Horovod's Keras APIs (and the horovod.tensorflow names Keras scripts use with them), and
 # the cases above that show it; names that are modules Horovod imports for itself are not its API.
 NOT_API = {"K", "keras", "tf", "inspect", "warnings", "version", "is_version_greater_equal_than", "callbacks",
@@ -342,9 +342,9 @@ MODULES = {"horovod.keras", "horovod.tensorflow.keras", "horovod.tensorflow", "s
 
 
 def _inventory() -> dict[str, str]:
-    """The README's Horovod table: each name in its first column (the last part of a dotted one; the modules
-    it names are not names), and that row."""
-    lines = (REPO / "README.md").read_text().splitlines()
+    """The Horovod table of docs/horovod-keras.md: each name in its first column (the last part of a dotted one;
+    the modules it names are not names), and that row."""
+    lines = (REPO / "docs" / "horovod-keras.md").read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("| Horovod's name"))
     table: dict[str, str] = {}
     for row in lines[start + 2:]:
@@ -356,10 +356,10 @@ def _inventory() -> dict[str, str]:
     return table
 
 
-def test_the_readme_inventory_names_every_public_name_with_what_shows_it() -> None:
+def test_the_inventory_names_every_public_name_with_what_shows_it() -> None:
     public, table = _public_names(), _inventory()
-    assert public - set(table) == set(), "public names the README's Horovod table does not list"
-    assert set(table) - public - FACTS == set(), "names in the README's Horovod table that Horovod does not have"
+    assert public - set(table) == set(), "public names the Horovod table does not list"
+    assert set(table) - public - FACTS == set(), "names in the Horovod table that Horovod does not have"
     assert public - FACTS - set(SHOWN_BY) == set(), "public names no case here shows"
     cases = set(re.findall(r"def (\w+)\(flavour\)", keras_api.PROGRAM.read_text()))
     assert {c.replace("-", "_") for c in SHOWN_BY.values()} <= cases

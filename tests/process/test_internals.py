@@ -46,7 +46,7 @@ SETTINGS = {
     "SMTRAIN_SSHD_PORT": "2222", "SMTRAIN_SSHD_CONFIG": "/etc/ssh/sshd_config", "SMTRAIN_MODELTRAINER_DRIVERS": "sdk",
     "SMTRAIN_S3_FILESYSTEM": "on", "SMTRAIN_S3_READAHEAD_BYTES": "1048576", "SMTRAIN_S3_MULTIPART_THRESHOLD_BYTES": "16777216",
     "SMTRAIN_S3_PART_BYTES": "6291456", "SMTRAIN_S3_UPLOADS_IN_FLIGHT": "4", "SMTRAIN_NATIVE_PIPES": "0",
-    "SMTRAIN_MAX_RESTARTS": "1", "SM_SKIP_TEARDOWN_ON_FAILURE": "0",
+    "SMTRAIN_MAX_RESTARTS": "1", "SM_SKIP_TEARDOWN_ON_FAILURE": "0", "SMTRAIN_INTERMEDIATE_RETRY_S": "1,2",
 }  # SM_CHECKPOINT_DIR and SM_CONTROL_PORT: set per run below
 
 
@@ -64,7 +64,24 @@ def mpi_ranks_env(tmp_path_factory) -> tuple[dict, list[dict]]:
              "SMTRAIN_RANK_CONTRACT": "a stale one from an outer job"}
     done = run_train(tree, env=tree.env(**given), timeout=120)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
-    return given, [json.loads((tree.base / "output" / "data" / f"env-{rank}.json").read_text()) for rank in (0, 1)]
+    ranks = [json.loads((tree.base / "output" / "data" / f"env-{rank}.json").read_text()) for rank in (0, 1)]
+    return {**tree.env(**given), "_toolkits": ",".join(_toolkits_names(tree.env(**given)))}, ranks
+
+
+def _toolkits_names(environ: dict) -> list[str]:
+    """The variables sagemaker-training and sagemaker-tensorflow-training give this job's program (their rules
+    as the conformance tests hold them: plan.smenv, plan.tfconfig)."""
+    from smtrain.config import hostfacts
+    from smtrain.config.load import load_config
+    from smtrain.plan.launch import plan_launch
+    from smtrain.plan.smenv import process_env_vars, sm_env_vars
+    from smtrain.plan.tfconfig import container_env
+
+    config = load_config(environ)
+    facts = hostfacts.gather(environ, config)
+    shape = plan_launch(config, facts, sys.executable).shape
+    process = process_env_vars(config)
+    return sorted({*sm_env_vars(config, facts, shape), *process, *container_env(process["SAGEMAKER_REGION"], environ)})
 
 
 def test_every_documented_setting_is_covered_here() -> None:
@@ -75,6 +92,23 @@ def test_every_documented_setting_is_covered_here() -> None:
 def test_a_documented_setting_reaches_every_rank_unchanged(mpi_ranks_env, name: str) -> None:
     given, ranks = mpi_ranks_env
     assert [env.get(name) for env in ranks] == [given[name]] * 2
+
+
+# What mpirun, Python and the shell put in every process's environment
+NOT_OURS = ("OMPI_", "PMIX_", "OPAL_", "PRTE_", "HWLOC_", "PWD", "OLDPWD", "SHLVL", "_", "LC_CTYPE", "PYTHONPATH")
+
+
+def test_every_variable_the_ranks_get_beyond_the_toolkits_and_the_job_is_declared(mpi_ranks_env) -> None:
+    """What the image adds to a program's environment is the declaration's (smtrain.wire.program_env, the
+    README's table): a variable a rank gets that neither the job's environment nor sagemaker-training's rules
+    give it must be declared there."""
+    from smtrain.wire.program_env import declared
+
+    given, ranks = mpi_ranks_env
+    theirs = set(given) | set(given["_toolkits"].split(","))
+    added = {name for env in ranks for name in env if name not in theirs and not name.startswith(NOT_OURS)}
+    assert {"SM_RANK", "SM_PIPE_TRAIN", "SM_PROGRESS_FILE", "HOROVOD_STALL_CHECK_TIME_SECONDS"} <= added
+    assert sorted(name for name in added if not declared(name)) == []
 
 
 def test_only_the_rank_contract_is_kept_from_the_ranks(mpi_ranks_env) -> None:

@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.process.test_pipes import _write_objects
+from tests.harness.records import write_objects
 from tests.support import make_tree, run_train
 
 PROGRAMS = Path(__file__).parent.parent / "programs"
@@ -19,7 +19,7 @@ def _files_job(tmp_path: Path, hyperparameters: dict, program: str):
     tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "File"}}, program="reader.py",
                      hyperparameters=hyperparameters, resource_extra=LOCAL)
     tree.write_program("reader.py", (PROGRAMS / program).read_text())
-    expected = _write_objects(tree.base / "input" / "data" / "train", ["a", "b", "c"], 30)
+    expected = write_objects(tree.base / "input" / "data" / "train", ["a", "b", "c"], 30)
     return tree, expected
 
 
@@ -130,7 +130,7 @@ def test_the_feeder_gives_each_host_its_share_of_a_sharded_file_channel(tmp_path
     tree = make_tree(tmp_path / "ml", hosts=("algo-1", "algo-2"), current_host="algo-2", resource_extra=LOCAL,
                      channels={"train": {"TrainingInputMode": "File", "S3DistributionType": "ShardedByS3Key"}})
     objects = tree.base / "input" / "data" / "train"
-    _write_objects(objects, ["a", "b", "c", "d"], 3)
+    write_objects(objects, ["a", "b", "c", "d"], 3)
     feeder = subprocess.Popen([sys.executable, "-m", "smtrain.data.feeder", "--base", str(tree.base), "--emulate",
                                "--source", f"train={objects}", "--epochs", "1"], stderr=subprocess.PIPE)
     fifo = tree.base / "input" / "data" / "train_0"

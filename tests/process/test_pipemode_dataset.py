@@ -12,7 +12,7 @@ import pytest
 
 from smtrain.data.feeder import Feeder, channel_objects
 from smtrain.data.record_reader import RecordFormat
-from tests.process.test_pipes import _write_objects
+from tests.harness.records import write_objects
 from tests.support import make_tree, run_train
 
 PROGRAMS = Path(__file__).parent.parent / "programs"
@@ -24,7 +24,7 @@ def _job(tmp_path: Path, fmt: RecordFormat, epochs: int, mode: str = "Pipe", cor
     config.mkdir()
     (config / "inputdataconfig.json").write_text(json.dumps({"train": {"TrainingInputMode": mode},
                                                              "eval": {"TrainingInputMode": "File"}}))
-    expected = _write_objects(tmp_path / "src", ["a", "b"], 40, fmt)
+    expected = write_objects(tmp_path / "src", ["a", "b"], 40, fmt)
     if corrupt_at >= 0:  # flip a byte inside record `corrupt_at`'s data: its data CRC fails, its length does not
         path = tmp_path / "src" / "a"
         raw = bytearray(path.read_bytes())
@@ -96,7 +96,7 @@ def test_each_horovod_rank_reads_its_own_fifos_through_train(tmp_path: Path) -> 
                      hyperparameters={"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2",
                                       "epochs": "2"})
     tree.write_program("reader.py", (PROGRAMS / "pipemode_reader.py").read_text())
-    expected = _write_objects(tmp_path / "src", ["a", "b", "c"], 30)
+    expected = write_objects(tmp_path / "src", ["a", "b", "c"], 30)
     data = tree.base / "input" / "data"
     data.mkdir(parents=True)
     feeder = Feeder(data, {"train": channel_objects(str(tmp_path / "src"))}, {"train": None}, epochs=2).start()

@@ -26,27 +26,12 @@ from smtrain.data.fifo import open_fifo
 from smtrain.plan.fifo_plan import PipeChannel, assign_pipes
 from smtrain.wire.pipe_assignment import PipeMode, demux_folder, demux_prefix, rank_ended_marker
 from smtrain.data.frames import Frames
-from smtrain.data.record_reader import CHUNK, RecordFormat, encode_recordio, encode_tfrecord
+from smtrain.data.record_reader import CHUNK, RecordFormat, encode_tfrecord
 from smtrain.data.spliced import SplicedSource
+from tests.harness.records import ENCODE, write_objects
 from tests.support import make_tree, run_train
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
-
-
-_ENCODE = {RecordFormat.TFRECORD: encode_tfrecord, RecordFormat.RECORDIO: encode_recordio,
-           RecordFormat.LINES: lambda r: r + b"\n"}
-
-
-def _write_objects(folder: Path, names: list[str], per_object: int, fmt: RecordFormat = RecordFormat.TFRECORD) -> list[bytes]:
-    """Objects of records `<object>:<index>:<padding>`; returns all records in object order."""
-    folder.mkdir(parents=True, exist_ok=True)
-    encode = _ENCODE[fmt]
-    records = []
-    for name in names:
-        recs = [f"{name}:{i}:".encode() + b"x" * (i * 13 % 3000) for i in range(per_object)]
-        (folder / name).write_bytes(b"".join(encode(r) for r in recs))
-        records += recs
-    return records
 
 
 def _env(data: Path, channel: str, fmt: RecordFormat = RecordFormat.TFRECORD) -> dict[str, str]:
@@ -86,8 +71,8 @@ def _dataset(data: Path):
 def test_formats_over_several_epochs_and_channels(tmp_path: Path, fmt: RecordFormat) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    a = _write_objects(tmp_path / "a", ["a1", "a2"], 300, fmt)
-    b = _write_objects(tmp_path / "b", ["b1"], 200, fmt)
+    a = write_objects(tmp_path / "a", ["a1", "a2"], 300, fmt)
+    b = write_objects(tmp_path / "b", ["b1"], 200, fmt)
     sources = {"alpha": channel_objects(str(tmp_path / "a")), "beta": channel_objects(str(tmp_path / "b"))}
     feeder = Feeder(data, sources, {"alpha": None, "beta": None}, epochs=3).start()
     env = {**_env(data, "alpha", fmt), **_env(data, "beta", fmt)}
@@ -112,7 +97,7 @@ def test_multi_part_recordio_record_is_joined(tmp_path: Path) -> None:
 
 
 def test_shuffle_is_seeded_per_epoch_and_manifests_may_repeat_objects(tmp_path: Path) -> None:
-    _write_objects(tmp_path / "src", [f"o{i}" for i in range(20)], 1)
+    write_objects(tmp_path / "src", [f"o{i}" for i in range(20)], 1)
     objects = channel_objects(str(tmp_path / "src"))
     orders = [epoch_order(objects, 7, e) for e in range(3)]
     assert orders[0] != orders[1] and sorted(orders[0]) == sorted(objects)
@@ -251,7 +236,7 @@ def test_ranks_of_one_host_read_every_record_once_per_epoch(tmp_path: Path, rank
     expected: dict[str, list[bytes]] = {}
     sources = {}
     for n in names:
-        expected[n] = _write_objects(tmp_path / "src" / n, [f"{n}.{i}" for i in range(3)], 101)
+        expected[n] = write_objects(tmp_path / "src" / n, [f"{n}.{i}" for i in range(3)], 101)
         sources[n] = channel_objects(str(tmp_path / "src" / n))
     data = tree.base / "input" / "data"
     data.mkdir(parents=True)
@@ -308,7 +293,7 @@ def _rank_reader(data: Path, rank: int, got: list[bytes], fmt: RecordFormat = Re
 
 
 def test_demultiplexer_drops_a_rank_that_never_reads(tmp_path: Path) -> None:
-    records = _write_objects(tmp_path / "src", ["o"], 50)
+    records = write_objects(tmp_path / "src", ["o"], 50)
     data, targets = _demux_fixture(tmp_path, tmp_path / "src" / "o")
     got: list[bytes] = []
     reader = _rank_reader(data, 0, got)
@@ -321,7 +306,7 @@ def test_demultiplexer_drops_a_rank_that_never_reads(tmp_path: Path) -> None:
 
 def _demux_run(tmp_path: Path, epochs: int, per_object: int = 200) -> tuple[Path, list[bytes], Feeder, threading.Thread]:
     """The demultiplexer's whole run for 2 local ranks of channel `c`, fed for `epochs`, in a thread."""
-    records = _write_objects(tmp_path / "src", ["o"], per_object)
+    records = write_objects(tmp_path / "src", ["o"], per_object)
     data = tmp_path / "data"
     data.mkdir()
     feeder = Feeder(data, {"c": [tmp_path / "src" / "o"]}, {"c": None}, epochs=epochs).start()
@@ -403,7 +388,7 @@ def test_a_channel_no_rank_reads_is_never_opened(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("fmt", list(RecordFormat))
 def test_demultiplexer_deals_equal_counts_and_reports_the_rest(tmp_path: Path, fmt: RecordFormat) -> None:
-    records = _write_objects(tmp_path / "src", ["o"], 31, fmt)
+    records = write_objects(tmp_path / "src", ["o"], 31, fmt)
     data, targets = _demux_fixture(tmp_path, tmp_path / "src" / "o")
     got: list[list[bytes]] = [[], []]
     readers = [_rank_reader(data, rank, got[rank], fmt) for rank in (0, 1)]
@@ -416,7 +401,7 @@ def test_demultiplexer_deals_equal_counts_and_reports_the_rest(tmp_path: Path, f
 
 def test_demultiplexer_deals_a_last_line_without_a_newline_like_the_readers(tmp_path: Path) -> None:
     """The readers take a last line without a newline as a record; dealt, it must not be lost."""
-    records = _write_objects(tmp_path / "src", ["o"], 8, RecordFormat.LINES)
+    records = write_objects(tmp_path / "src", ["o"], 8, RecordFormat.LINES)
     obj = tmp_path / "src" / "o"
     obj.write_bytes(obj.read_bytes()[:-1])
     data, targets = _demux_fixture(tmp_path, obj)
@@ -432,7 +417,7 @@ def test_demultiplexer_deals_a_last_line_without_a_newline_like_the_readers(tmp_
 def _planned_deal(records: list[bytes], fmt: RecordFormat, ranks: int) -> list[list[bytes]]:
     """What each rank must get, from the dealing plan alone (block_for, whole rounds, the last round
     in equal blocks): the oracle for the bytes that the demultiplexer moves however it moves them."""
-    stops = list(itertools.accumulate(len(_ENCODE[fmt](r)) for r in records))
+    stops = list(itertools.accumulate(len(ENCODE[fmt](r)) for r in records))
     block = dealer.block_for(Frames(0, stops, len(stops)), ranks)
     got: list[list[bytes]] = [[] for _ in range(ranks)]
     whole = len(records) - len(records) % (block * ranks)
@@ -487,7 +472,7 @@ def test_demultiplexer_deals_by_plan_however_the_source_is_written(tmp_path: Pat
     rng = random.Random(ranks)
     records = [bytes(rng.choice(b"abcdefgh") for _ in range(rng.choice([0, 3, 90, 700, 5000, 40000])))
                for _ in range(1500)]
-    got, result = _deal_stream(tmp_path, b"".join(_ENCODE[fmt](r) for r in records), fmt, ranks, seed=ranks)
+    got, result = _deal_stream(tmp_path, b"".join(ENCODE[fmt](r) for r in records), fmt, ranks, seed=ranks)
     planned = _planned_deal(records, fmt, ranks)
     assert [len(g) for g in got] == [len(p) for p in planned]
     assert got == planned
@@ -522,7 +507,7 @@ def test_a_source_that_is_not_a_pipe_is_read_and_written(tmp_path: Path) -> None
 
 
 def test_demultiplexer_survives_a_rank_that_goes_away(tmp_path: Path) -> None:
-    _write_objects(tmp_path / "src", ["o"], 4000)
+    write_objects(tmp_path / "src", ["o"], 4000)
     data, targets = _demux_fixture(tmp_path, tmp_path / "src" / "o")
     code = ("import os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY)\nos.read(fd, 1000)\nos._exit(0)\n")
     quitter = subprocess.Popen([sys.executable, "-c", code, str(targets[1])])
@@ -539,7 +524,7 @@ def test_demultiplexer_survives_a_rank_that_goes_away(tmp_path: Path) -> None:
                                          (RecordFormat.TFRECORD, lambda s: s[:-5])])
 def test_demultiplexer_passes_corruption_on_to_a_rank(tmp_path: Path, fmt: RecordFormat, damage) -> None:
     """A rank must fail on corrupt or truncated input, not see a short epoch as a whole one."""
-    _write_objects(tmp_path / "src", ["o"], 40, fmt)
+    write_objects(tmp_path / "src", ["o"], 40, fmt)
     obj = tmp_path / "src" / "o"
     obj.write_bytes(damage(obj.read_bytes()))
     data, targets = _demux_fixture(tmp_path, obj)
@@ -573,7 +558,7 @@ def test_feeder_command_feeds_until_sigterm_then_exits_cleanly(tmp_path: Path) -
     """`python -m smtrain.data.feeder` (SageMaker's side, for local runs) without --epochs feeds until
     SIGTERM, then ends with status 0 and leaves no FIFO behind."""
     tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "Pipe"}})
-    records = _write_objects(tmp_path / "src", ["a", "b"], per_object=50)
+    records = write_objects(tmp_path / "src", ["a", "b"], per_object=50)
     feeder = subprocess.Popen([sys.executable, "-m", "smtrain.data.feeder", "--base", str(tree.base),
                                "--source", f"train={tmp_path / 'src'}"], stderr=subprocess.PIPE)
     data = tree.base / "input" / "data"
@@ -596,7 +581,7 @@ def test_feeder_writes_the_moment_a_late_reader_opens(tmp_path: Path) -> None:
     once. A poll backing off to 100 ms, as the feeder's did, gives a median wait of about 50 ms here."""
     names = [f"c{i}" for i in range(5)]
     for name in names:
-        _write_objects(tmp_path / "src" / name, ["o"], 10)
+        write_objects(tmp_path / "src" / name, ["o"], 10)
     data = tmp_path / "data"
     data.mkdir()
     feeder = Feeder(data, {n: channel_objects(str(tmp_path / "src" / n)) for n in names}, {n: None for n in names},
@@ -617,7 +602,7 @@ def test_feeder_writes_the_moment_a_late_reader_opens(tmp_path: Path) -> None:
 def test_stopping_the_feeder_wakes_a_writer_waiting_for_its_reader(tmp_path: Path) -> None:
     """A channel nobody reads: its writer waits in `open`; stop ends it at once, also when it comes
     before or right as the writer starts to wait, and no FIFO is left behind."""
-    _write_objects(tmp_path / "src", ["o"], 10)
+    write_objects(tmp_path / "src", ["o"], 10)
     fds_before = len(os.listdir("/proc/self/fd"))
     for pause in [0.3] + [0.0] * 20:
         data = tmp_path / f"data-{pause}"
@@ -639,7 +624,7 @@ def test_uneven_records_never_leave_a_horovod_rank_waiting(tmp_path: Path) -> No
     tree = make_tree(tmp_path / "ml", channels={"train": {"TrainingInputMode": "Pipe"}}, program="steps.py",
                      hyperparameters={"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"})
     tree.write_program("steps.py", (PROGRAMS / "hvd_pipe_steps.py").read_text())
-    _write_objects(tmp_path / "src", ["o"], 31)
+    write_objects(tmp_path / "src", ["o"], 31)
     data = tree.base / "input" / "data"
     data.mkdir(parents=True)
     feeder = Feeder(data, {"train": channel_objects(str(tmp_path / "src"))}, {"train": None}, epochs=1).start()
@@ -660,7 +645,7 @@ def test_a_shuffled_channel_keeps_the_fingerprints_of_what_it_delivered_and_of_a
     records as consumed, so the next checkpoint still names every consumed record."""
     from smtrain.data.fingerprints import fingerprint
 
-    records = _write_objects(tmp_path / "src", ["a"], 30)
+    records = write_objects(tmp_path / "src", ["a"], 30)
     data = tmp_path / "data"
     data.mkdir()
     Feeder(data, {"train": channel_objects(str(tmp_path / "src"))}, {"train": None}, epochs=3).start()
@@ -678,7 +663,7 @@ def test_a_shuffled_channel_keeps_the_fingerprints_of_what_it_delivered_and_of_a
 def test_a_resumed_shuffled_channel_drops_the_restored_fingerprints_in_any_order(tmp_path: Path) -> None:
     from smtrain.data.fingerprints import fingerprint
 
-    records = _write_objects(tmp_path / "src", ["a"], 30)
+    records = write_objects(tmp_path / "src", ["a"], 30)
     data = tmp_path / "data"
     data.mkdir()
     Feeder(data, {"train": channel_objects(str(tmp_path / "src"))}, {"train": None}, epochs=1).start()
@@ -700,7 +685,7 @@ def _aws_layout_job(tmp_path: Path, names: list[str], epochs: int, **hyperparame
         "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2", "epochs": str(epochs),
         **{k: json.dumps(v) for k, v in hyperparameters.items()}})
     tree.write_program("train.py", (PROGRAMS / "pipe_rank_channels.py").read_text())
-    expected = {n: _write_objects(tmp_path / "src" / n, [f"{n}.{i}" for i in range(2)], 37 + 11 * i)
+    expected = {n: write_objects(tmp_path / "src" / n, [f"{n}.{i}" for i in range(2)], 37 + 11 * i)
                 for i, n in enumerate(names)}
     data = tree.base / "input" / "data"
     data.mkdir(parents=True)

@@ -3,7 +3,6 @@
 events and a SavedModel; run again, it restores from them and says so."""
 import argparse
 import json
-import os
 
 import numpy as np
 import tensorflow as tf

@@ -7,15 +7,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import signal
-import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
 from tests.harness.docker_cluster import docker
-from tests.process.test_pipes import _write_objects
+from tests.harness.records import write_objects
 from tests.sdk.sdk import exit_codes, finish_sdk_job, job_containers, run_sdk_job, start_sdk_job, wait_for
 
 PROGRAMS = Path(__file__).parent.parent / "programs"
@@ -57,7 +55,7 @@ def test_a_pipemode_script_reads_every_record_once_per_epoch_on_two_ranks_or_one
         containers: str, tmp_path: Path, sdk: str, processes: int) -> None:
     """input_mode Pipe (v3: training_input_mode): local mode still writes File; train streams the
     channel's files through FIFOs, one per rank, and says so. processes 0: v3 without `distributed`."""
-    expected = _write_objects(tmp_path / "data", ["a", "b", "c"], 30)
+    expected = write_objects(tmp_path / "data", ["a", "b", "c"], 30)
     job = run_sdk_job(sdk, containers, tmp_path / "job", _source(tmp_path, "pipemode_reader.py"), "train.py",
                       {"train": tmp_path / "data"}, {"epochs": 2}, instance_count=1, processes_per_host=processes,
                       input_mode="Pipe")
@@ -77,7 +75,7 @@ def test_a_spot_interruption_is_rehearsed_and_the_second_run_resumes_exactly_onc
     """Run 1 is SIGTERMed mid-epoch 1 (as SageMaker stops a spot instance); its final checkpoint is kept
     in its output.tar.gz; run 2 names that folder as its `checkpoints` channel and resumes: across
     the two runs every record is read once in each epoch."""
-    everything = _write_objects(tmp_path / "data", ["a", "b"], 60)
+    everything = write_objects(tmp_path / "data", ["a", "b"], 60)
     source = _source(tmp_path, "pipe_resume.py")
     runs = []
     for run in ("1", "2"):
@@ -113,7 +111,7 @@ def test_a_pipemode_horovod_job_is_restarted_in_place_in_local_mode(containers: 
     its files, dealt by the demultiplexer), `sagemaker_max_restarts`: rank 1 raises once at step 30;
     the job restarts in place, reads the channel from FIFO 0 again and resumes at its checkpoint: exit
     0, and every record trained on once per epoch across the two attempts."""
-    everything = _write_objects(tmp_path / "data", ["a", "b"], 30)
+    everything = write_objects(tmp_path / "data", ["a", "b"], 30)
     job = run_sdk_job("v2", containers, tmp_path / "job", _source(tmp_path, "pipe_restart.py"), "train.py",
                       {"train": tmp_path / "data"}, {"epochs": 2, "horovod": "yes", "fail-rank": 1, "fail-at": 30,
                                                      "sagemaker_max_restarts": 1},

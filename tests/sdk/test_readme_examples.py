@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import re
 import subprocess
 import sys
@@ -20,21 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.sdk.sdk import DRIVERS, SDKS
-
-REPO = Path(__file__).resolve().parent.parent.parent
-README = REPO / "README.md"
-# The README's placeholders, filled in as a user would
-PLACEHOLDERS = {"<REPO_URI>": "123456789012.dkr.ecr.us-east-1.amazonaws.com/smtrain", "<account>": "123456789012",
-                "<a role SageMaker may assume>": "SageMakerTraining"}
-EXAMPLES = {"v3": "### A job with SDK v3's ModelTrainer", "v2": "### A job with SDK v2's TensorFlow estimator"}
-
-
-def example(heading: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    after = text[text.index(heading):]
-    return re.search(r"```python\n(.*?)```", after, re.S).group(1)
-
+from tests.harness.readme_examples import EXAMPLES, REPO, captured_request, example, run_driver, uploaded
 
 @pytest.mark.parametrize("sdk", ["v3", "v2"])
 def test_the_readme_example_fits_the_real_sdk(tmp_path: Path, sdk: str) -> None:
@@ -43,40 +28,9 @@ def test_the_readme_example_fits_the_real_sdk(tmp_path: Path, sdk: str) -> None:
     (tmp_path / "src").mkdir()
     (tmp_path / "src" / "train.py").write_text("print('the example only names it')\n")
     (tmp_path / "example.py").write_text(code)
-    done = _run_driver(sdk, "check_example.py", tmp_path, "example.py")
+    done = run_driver(sdk, "check_example.py", tmp_path, "example.py")
     expected = {"v3": "EXAMPLE-OK ModelTrainer.train", "v2": "EXAMPLE-OK TensorFlow.fit"}[sdk]
     assert expected in done.stdout, (done.stdout + done.stderr)[-3000:]
-
-
-def _run_driver(sdk: str, driver: str, folder: Path, *args: str) -> subprocess.CompletedProcess:
-    """A driver in the SDK's own Python, in `folder`, with no network and credentials that are not real."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(folder), "AWS_DEFAULT_REGION": "us-east-1",
-           "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "not-a-secret", "AWS_EC2_METADATA_DISABLED": "true",
-           "SAGEMAKER_SUPPRESS_V2_WARNING": "1"}
-    return subprocess.run(["unshare", "--net", str(SDKS[sdk][0]), str(DRIVERS / driver), *args], cwd=folder, env=env,
-                          capture_output=True, text=True, timeout=180)
-
-
-def captured_request(sdk: str, folder: Path) -> dict:
-    """The CreateTrainingJob request the README's example makes the SDK send, `src/train.py` being the
-    script the README names (made here where `folder` has no `src/`); what the SDK uploaded is under
-    `folder/s3/<bucket>/<key>`."""
-    code = example(EXAMPLES[sdk])
-    for placeholder, value in PLACEHOLDERS.items():
-        code = code.replace(placeholder, value)
-    assert "<" not in code.replace("<=", ""), code  # no placeholder left unfilled
-    if not (folder / "src").exists():
-        (folder / "src").mkdir()
-        (folder / "src" / "train.py").write_bytes((REPO / "examples" / "pipe_horovod" / "train.py").read_bytes())
-    (folder / "example.py").write_text(code)
-    done = _run_driver(sdk, "capture_request.py", folder, "example.py", "request.json")
-    assert "REQUEST-CAPTURED" in done.stdout, (done.stdout + done.stderr)[-3000:]
-    return json.loads((folder / "request.json").read_text())
-
-
-def _uploaded(folder: Path, uri: str) -> Path:
-    bucket, _, key = uri[len("s3://"):].partition("/")
-    return folder / "s3" / bucket / key
 
 
 @pytest.mark.parametrize("sdk", ["v3", "v2"])
@@ -108,14 +62,14 @@ def test_the_readme_example_asks_sagemaker_for_what_it_says(tmp_path: Path, sdk:
     if sdk == "v2":
         assert hyperparameters["sagemaker_mpi_enabled"] == "true"
         assert hyperparameters["sagemaker_mpi_num_of_processes_per_host"] == "2"
-        shipped = _uploaded(tmp_path, json.loads(hyperparameters["sagemaker_submit_directory"]))
+        shipped = uploaded(tmp_path, json.loads(hyperparameters["sagemaker_submit_directory"]))
         with tarfile.open(fileobj=io.BytesIO(shipped.read_bytes())) as tar:
             assert tar.extractfile("train.py").read() == script
     else:
         for name in ("code", "sm_drivers"):
             assert channels[name].get("InputMode", "File") == "File"
-        code = _uploaded(tmp_path, channels["code"]["DataSource"]["S3DataSource"]["S3Uri"])
+        code = uploaded(tmp_path, channels["code"]["DataSource"]["S3DataSource"]["S3Uri"])
         assert (code / "train.py").read_bytes() == script
-        drivers = _uploaded(tmp_path, channels["sm_drivers"]["DataSource"]["S3DataSource"]["S3Uri"])
+        drivers = uploaded(tmp_path, channels["sm_drivers"]["DataSource"]["S3DataSource"]["S3Uri"])
         distributed = json.loads((drivers / "distributed.json").read_text())
         assert distributed.get("process_count_per_node") == 2, distributed

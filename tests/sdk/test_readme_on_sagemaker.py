@@ -22,7 +22,7 @@ from tests.harness.sagemaker import S3Store, TrainingJob, split_uri
 from tests.harness.sagemaker_contract import metrics
 from tests.harness.moto import KEYS
 from tests.harness.sagemaker import MOTO_BIN, NETWORK, USER_BUCKET, SageMakerS3
-from tests.sdk.test_readme_examples import EXAMPLES, captured_request
+from tests.harness.readme_examples import EXAMPLES, captured_request
 
 
 def readme_steps() -> str:

@@ -18,11 +18,11 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("smtrain", "smtrain.common", "smtrain.errors", "smtrain.wire"),  # standard library only
     ("smtrain.config",),
     ("smtrain.data", "smtrain.proc", "smtrain.sync"),
-    ("smtrain.starters",),  # the ways ranks start: the plan gives one, run/'s roles call its steps
     ("smtrain.plan", "smtrain.progress", "smtrain.profiler"),
     ("smtrain.pipes", "smtrain.metrics", "smtrain.s3", "smtrain.horovod_keras"),  # the user API, in the order its modules use each other
     ("smtrain.checkpoints", "sagemaker_tensorflow"),
     ("smtrain.callbacks", "smtrain.rank"),
+    ("smtrain.starters",),  # the ways ranks start: the plan holds a starter's spec, run/'s roles consult its policy
     ("smtrain.run",),
     ("smtrain.cli",),
     ("smtrain.__main__",),
@@ -353,7 +353,7 @@ MPI_WORD = re.compile(r"mpirun|sshd|ompi_|(?<![a-z])ssh")
 # Where MPI and its ssh machinery may be named: the kind, the mpirun command, the starter's own package (its
 # sshd, keys and held connections), the key format on the wire, and the one rank-side module that reads
 # Open MPI's rank variables.
-MPI_HOMES = ("smtrain.plan.kinds.mpi", "smtrain.plan.mpirun_command", "smtrain.starters.mpirun", "smtrain.wire.ssh_trust",
+MPI_HOMES = ("smtrain.plan.kinds.mpi", "smtrain.plan.mpirun_command", "smtrain.starters", "smtrain.wire.ssh_trust",
              "smtrain.rank.launcher")
 
 
@@ -368,11 +368,16 @@ def _home(name: str) -> str:
     return next((home for home in MPI_HOMES if name == home or name.startswith(home + ".")), name)
 
 
+# The declaration tables: one row per setting, failure cause, control message or program, each naming what it
+# is about - MPI's too - as data; no logic lives there.
+DECLARATIONS = ("smtrain.config.settings", "smtrain.errors", "smtrain.wire.control_protocol", "smtrain.wire.programs")
+
+
 def test_mpi_is_named_in_five_homes_at_most() -> None:
     """MPI (mpirun, sshd, ssh, OMPI_) in code - identifiers and strings, not docstrings, comments or
-    `__all__` - only in its homes, a package counted once."""
+    `__all__` - only in its homes, a package counted once (the declaration tables aside)."""
     naming = set()
-    for name in MODULES:
+    for name in set(MODULES) - set(DECLARATIONS):
         skip = _all_strings(name)
         words = {w for w in _code_words(name)} - {c.value.lower() for c in ast.walk(_tree(name))
                                                    if isinstance(c, ast.Constant) and id(c) in skip}
@@ -382,25 +387,28 @@ def test_mpi_is_named_in_five_homes_at_most() -> None:
 
 
 def _starter_reads(tree: ast.Module) -> tuple[set[ast.AST], set[str]]:
-    """The expressions of `tree` that read the rank starter or a value of it (not a call of one of its
-    steps: `...starter.admit(...)` is a step; `...starter.name`, `...starter` itself are reads), and the
-    names bound to such a read, through any number of assignments."""
+    """The expressions of `tree` that read the rank starter's spec or policy, or a value of either (not a call
+    of one of the policy's steps: `...policy.admit(...)` is a step; `...policy.spec`, `...starter`, `...policy`
+    themselves are reads), and the names bound to such a read, through any number of assignments."""
     called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     receivers = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Attribute) and id(n) in called}
+    arguments = {id(a) for n in ast.walk(tree) if isinstance(n, ast.Call) for a in n.args}
+    words = ("starter", "policy")
 
     def of_starter(node: ast.AST) -> bool:
         while isinstance(node, ast.Attribute):
-            if node.attr == "starter":
+            if node.attr in words:
                 return True
             node = node.value
-        return isinstance(node, ast.Name) and node.id == "starter"
+        return isinstance(node, ast.Name) and node.id in words
 
     def is_read(node: ast.AST, bound: set[str]) -> bool:
-        """A value of the starter: not a step called on it, not a name being bound."""
-        if id(node) in called or id(node) in receivers:
+        """A value of the starter: not a step called on it, not a name being bound, not the spec handed to
+        `policy_for`."""
+        if id(node) in called or id(node) in receivers or id(node) in arguments:
             return False
         if isinstance(node, ast.Name):
-            return isinstance(node.ctx, ast.Load) and (node.id in bound or node.id == "starter")
+            return isinstance(node.ctx, ast.Load) and (node.id in bound or node.id in words)
         return isinstance(node, ast.Attribute) and of_starter(node)
 
     bound: set[str] = set()
@@ -411,24 +419,79 @@ def _starter_reads(tree: ast.Module) -> tuple[set[ast.AST], set[str]]:
                 if any(is_read(n, bound) for n in ast.walk(node.value)):
                     targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                     more |= {n.id for t in targets for n in ([t] if isinstance(t, ast.Name) else getattr(t, "elts", []))
-                             if isinstance(n, ast.Name)}
+                             if isinstance(n, ast.Name) and n.id not in words}
         if more == bound:
             return {n for n in ast.walk(tree) if is_read(n, bound)}, bound
         bound = more
 
 
+ROLES = ("smtrain.run.master", "smtrain.run.worker")
+# what the roles may name of smtrain.starters: the registry's one function and the data a policy takes or returns
+STARTER_DATA = {"policy_for", "TaskNews", "AfterProgram", "StarterPolicy"}
+
+
 def test_master_and_worker_branch_on_no_way_of_starting_ranks() -> None:
-    """The roles call the plan's rank starter's steps (smtrain.starters.base.RankStarter): no condition of
-    theirs reads the starter or a value of it (directly, or through names it was bound to), and they name no
-    starter of their own."""
+    """The roles consult the rank starter's policy (smtrain.starters.policy.StarterPolicy) for its decisions: no
+    condition of theirs reads the spec, the policy or a value of either (directly, or through names bound to
+    one) - only what a step returns - and they name no starter of their own."""
     starters = {node.name for name in MODULES if name.startswith("smtrain.starters.") for node in _tree(name).body
                 if isinstance(node, ast.ClassDef)}
-    for name in ("smtrain.run.master", "smtrain.run.worker"):
+    for name in ROLES:
         tree = _tree(name)
         reads, bound = _starter_reads(tree)
         tests = [n.test for n in ast.walk(tree) if isinstance(n, (ast.If, ast.While, ast.IfExp, ast.Assert))]
         tests += [cond for n in ast.walk(tree) if isinstance(n, ast.comprehension) for cond in n.ifs]
         read = [ast.unparse(t) for t in tests if any(n in reads for n in ast.walk(t))]
         assert read == [], (name, read)
-        named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & (starters - {"RankStarter", "MasterSide", "WorkerSide"})
+        named = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} & (starters - STARTER_DATA)
         assert named == set(), (name, named)
+
+
+def test_no_starter_calls_back_into_a_role() -> None:
+    """A starter's steps take data and return data: nothing in smtrain.starters takes a role (a parameter
+    named for one, or a Protocol of what a role offers), and the roles hand a step none of themselves."""
+    for name in (n for n in MODULES if n.startswith("smtrain.starters")):
+        for node in ast.walk(_tree(name)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                params = {a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)}
+                assert not params & {"master", "worker", "role"}, (name, node.name, params)
+            if isinstance(node, ast.ClassDef):
+                assert "Protocol" not in {ast.unparse(b) for b in node.bases}, (name, node.name)
+    for name in ROLES:
+        handed = [ast.unparse(c) for c in ast.walk(_tree(name)) if isinstance(c, ast.Call)
+                  and isinstance(c.func, ast.Attribute) and ast.unparse(c.func).startswith("self.policy.")
+                  and any(isinstance(a, ast.Name) and a.id == "self" for a in [*c.args, *(k.value for k in c.keywords)])]
+        assert handed == [], (name, handed)
+
+
+def _self_assignments(tree: ast.Module, cls: str) -> list[tuple[str, str]]:
+    """(method, attribute) of every `self.attribute = ...` (or +=, or annotated) in class `cls`'s methods."""
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == cls:
+            for method in (m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))):
+                for n in ast.walk(method):
+                    targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+                        n, (ast.AugAssign, ast.AnnAssign)) else []
+                    for t in targets:
+                        for e in (t.elts if isinstance(t, ast.Tuple) else [t]):
+                            if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+                                found.append((method.name, e.attr))
+    return found
+
+
+def test_no_attribute_of_a_role_is_assigned_outside_its_init() -> None:
+    """A role's state is what `__init__` makes; an attempt's lives in its `Attempt` (run.attempt), a host's in
+    the control server's records: nothing is reset by hand between attempts."""
+    for name, cls in (("smtrain.run.master", "Master"), ("smtrain.run.worker", "Worker")):
+        assigned = _self_assignments(_tree(name), cls)
+        assert assigned and {m for m, _ in assigned} == {"__init__"}, (name, [a for a in assigned if a[0] != "__init__"])
+
+
+def test_restart_in_place_is_named_in_four_modules_of_run_and_the_starters_at_most() -> None:
+    """Restart in place has one home (run.attempts: the rule, the attempts, making the hosts ready); the
+    roles speak of attempts. Its code words (identifiers and strings, not docstrings) name it elsewhere only
+    where a message of it is handled (run.link)."""
+    naming = sorted(name for name in MODULES if name.startswith(("smtrain.run", "smtrain.starters"))
+                    and any("restart" in w for w in _code_words(name)))
+    assert len(naming) <= 4, naming

@@ -6,6 +6,7 @@ import pytest
 
 from smtrain.config.load import load_config
 from smtrain.config.model import InputMode
+from smtrain.config.settings import GRACE_PERIOD
 from smtrain.errors import ConfigError
 from smtrain.config.hostfacts import HostFacts
 from smtrain.plan.mpirun_command import NetworkFacts
@@ -21,7 +22,7 @@ def test_env_overrides_stand_in_for_files(tmp_path: Path) -> None:
     env = tree.env(SM_HOSTS='["a", "b"]', SM_CURRENT_HOST="b", SM_CHECKPOINT_DIR="/ck", SM_GRACE_PERIOD_SECONDS="5")
     config = load_config(env)
     assert config.resources.hosts == ("a", "b") and config.resources.current_host == "b"
-    assert config.checkpoint_dir == Path("/ck") and config.grace_period_s == 5.0
+    assert config.checkpoint_dir == Path("/ck") and config.settings[GRACE_PERIOD] == 5.0
 
 
 def test_checkpointconfig_wins_over_env(tmp_path: Path) -> None:

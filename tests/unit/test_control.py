@@ -116,3 +116,26 @@ def test_every_field_the_product_sends_is_the_one_its_type_declares() -> None:
         names = {name.rstrip("?") for name in declared}
         extra = sent[kind] - names if kind is not MessageType.RANK_EXIT else set()
         assert (kind, names - sent[kind], extra) == (kind, set(), set())
+
+
+def test_every_declared_message_has_its_handler_on_the_side_that_receives_it_and_no_other() -> None:
+    """A message is one declaration (its type's fields, sender, receiver, meaning) plus its handler on the
+    receiving side: the master's control server (a connection's first message, a worker's, a rank's), a
+    worker's link to the master, a rank's reporter. Heartbeats are every reader's; nothing handles INVALID."""
+    from smtrain.run.control_server import FIRST, ControlServer
+    from smtrain.run.link import MasterLink
+    from smtrain.wire.control_protocol import MASTER, RANK, WORKER
+
+    server = ControlServer("127.0.0.1", 0, "token", lambda line: None)
+    try:
+        handled = {MASTER: {*FIRST, *server._handlers, *server.rank_handlers},
+                   WORKER: set(MasterLink(None, "algo-1", 10.0, None)._handlers)}  # type: ignore[arg-type]
+    finally:
+        server.close()
+    reporter = ast.parse(Path(__import__("smtrain.rank.reporter", fromlist=["x"]).__file__).read_text())
+    handled[RANK] = {MessageType[n.attr] for n in ast.walk(reporter) if isinstance(n, ast.Attribute)
+                     and isinstance(n.value, ast.Name) and n.value.id == "MessageType" and n.attr in MessageType.__members__
+                     and MessageType[n.attr].receiver == RANK}
+    for side, types in handled.items():
+        declared = {t for t in MessageType if t.receiver == side}
+        assert (side, types) == (side, declared), "a handler without its declaration, or a declaration without one"

@@ -1,12 +1,12 @@
 """Each distribution kind's coordination (smtrain.plan.kinds) and the master's decisions on it, without
 processes: plans from real config files, the control server's knowledge rebuilt from recorded control
-messages (bytes as the wire carries them), the stall rule on a fake clock, and the table of endings
+messages (bytes as the wire carries them), the rank starters' policies and the master's `why_end` on it,
+the stall rule on a fake clock, and the table of endings
 (`decide`) and their rendering (`render`)."""
 from __future__ import annotations
 
 import signal
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Optional
 
 import pytest
@@ -21,13 +21,16 @@ from smtrain.plan.kinds.single import SINGLE
 from smtrain.plan.launch import LaunchPlan, plan_launch
 from smtrain.proc.supervise import ProcessResult
 from smtrain.progress import Counts
-from smtrain.run.master import Master
+from smtrain.run.attempt import Attempt
+from smtrain.run.master import why_end
 from smtrain.run.outcome import FileState, JobOutcome, JobView, decide, render
-from smtrain.run.stall import StallEvidence, StallWatch
+from smtrain.run.stall import Stall, StallEvidence, StallWatch
+from smtrain.starters.policy import AfterProgram, StarterPolicy, TaskNews
+from smtrain.starters.registry import policy_for
 from smtrain.wire.control_protocol import MessageType, decode, encode
 from smtrain.wire.rank_failure import RankFailure, root_cause
 from tests.support import make_tree
-from tests.unit.test_plan import FACTS
+from tests.harness.plans import FACTS
 
 MPI_HPS = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"}
 PS = {"sagemaker_parameter_server_enabled": "true"}
@@ -81,18 +84,20 @@ def _rank_exit(host: str, rank: int, final: bool = True, tail: str = "Traceback 
     return host, encode(MessageType.RANK_EXIT, token="t" * 32, **report.to_fields())
 
 
-def _master(plan: LaunchPlan, server: RecordedServer) -> Master:
-    master = Master()
-    master.job = SimpleNamespace(plan=plan, waker=SimpleNamespace(wait=lambda timeout: []), helpers=None)
-    master.server = server  # type: ignore[assignment]
-    return master
+def _policy(plan: LaunchPlan) -> StarterPolicy:
+    assert plan.coordination is not None
+    return policy_for(plan.coordination.starter)
+
+
+def _news(server: RecordedServer) -> TaskNews:
+    return TaskNews(server.has_reports(final=True), server.failed_done())
 
 
 def test_every_kind_has_a_planner_and_the_plan_names_its_kind(tmp_path: Path) -> None:
-    kinds = {name: _plan(tmp_path / name, hps).kind for name, hps in (("mpi", MPI_HPS), ("ps", PS), ("mwms", MWMS))}
-    assert kinds == {"mpi": MPI, "ps": PARAMETER_SERVER, "mwms": MULTI_WORKER_MIRRORED}
+    kinds = {name: _plan(tmp_path / name, hps).distribution for name, hps in (("mpi", MPI_HPS), ("ps", PS), ("mwms", MWMS))}
+    assert kinds == {"mpi": MPI.name, "ps": PARAMETER_SERVER.name, "mwms": MULTI_WORKER_MIRRORED.name}
     assert KINDS[-1] is SINGLE and len({k.name for k in KINDS}) == len(KINDS)
-    assert _plan(tmp_path / "one", {}, hosts=("algo-1",)).kind is SINGLE
+    assert _plan(tmp_path / "one", {}, hosts=("algo-1",)).distribution == SINGLE.name
 
 
 def test_mpi_watches_every_rank_where_mpirun_places_it_and_a_fake_clock_names_the_stopped_one(tmp_path: Path) -> None:
@@ -120,37 +125,34 @@ def test_strategy_kinds_watch_their_programs_not_the_parameter_servers(tmp_path:
     assert plan.coordination.ranks == (("algo-1", 0), ("algo-2", 1), ("algo-3", 2))
 
 
-def test_a_failed_rank_is_left_to_mpirun_but_ends_a_strategy_job_at_once_and_the_workers_are_told(tmp_path: Path) -> None:
-    failed = [_rank_exit("algo-2", 1)]
-    mpi = _master(_plan(tmp_path / "mpi", MPI_HPS), RecordedServer(failed))
-    assert mpi.why_end() is None and mpi.server.sent == []  # mpirun aborts the job itself
-    ps = _master(_plan(tmp_path / "ps", PS), RecordedServer(failed))
-    assert ps.why_end() == "a task of the job failed"
-    assert ps.why_end() == "a task of the job failed"
-    assert [(m.type, m.fields) for m in ps.server.sent] == [(MessageType.ABORT, {"reason": "a task of the job failed"})]
-    done = _master(_plan(tmp_path / "mwms", MWMS), RecordedServer([("algo-3", encode(MessageType.DONE, status=3))]))
-    assert done.why_end() == "the program on host algo-3 ended with status 3"
+def test_a_failed_rank_is_left_to_mpirun_but_ends_a_strategy_job_at_once(tmp_path: Path) -> None:
+    failed = RecordedServer([_rank_exit("algo-2", 1)])
+    mpi, ps = _plan(tmp_path / "mpi", MPI_HPS), _plan(tmp_path / "ps", PS)
+    assert why_end([], None, _policy(mpi), _news(failed)) is None  # mpirun aborts the job itself
+    assert why_end([], None, _policy(ps), _news(failed)) == "a task of the job failed"
+    done = RecordedServer([("algo-3", encode(MessageType.DONE, status=3))])
+    assert why_end([], None, _policy(_plan(tmp_path / "mwms", MWMS)), _news(done)) == \
+        "the program on host algo-3 ended with status 3"
 
 
-def test_a_lost_host_ends_every_kind_of_job(tmp_path: Path) -> None:
+def test_a_lost_host_or_a_stall_ends_every_kind_of_job_and_an_attempt_is_aborted_once(tmp_path: Path) -> None:
+    found = Stall(StallEvidence.STEPS, 1800.0, (), 40)
     for name, hps in (("mpi", MPI_HPS), ("ps", PS), ("mwms", MWMS)):
-        master = _master(_plan(tmp_path / name, hps), RecordedServer([], lost=("algo-3",)))
-        assert master.why_end() == "lost worker host algo-3", name
-        assert [m.type for m in master.server.sent] == [MessageType.ABORT], name
+        policy = _policy(_plan(tmp_path / name, hps))
+        assert why_end(["algo-3"], None, policy, _news(RecordedServer([]))) == "lost worker host algo-3", name
+        assert why_end([], found, policy, _news(RecordedServer([]))) == "the job stalled", name
+    attempt = Attempt(0)
+    assert attempt.abort("lost worker host algo-3") and not attempt.abort("the job stalled")
+    assert attempt.aborted == "lost worker host algo-3"
 
 
 def test_after_its_program_a_mwms_master_waits_for_every_worker_a_ps_master_only_when_it_failed(tmp_path: Path) -> None:
-    program_ok, program_failed = ProcessResult(0, None, None, False, b""), ProcessResult(2, None, None, False, b"")
-    workers_done = [("algo-2", encode(MessageType.DONE, status=0)), ("algo-3", encode(MessageType.DONE, status=0))]
-    ps = _master(_plan(tmp_path / "ps", PS), RecordedServer([]))  # no worker has said done
-    ps.after_program(program_ok)  # returns at once: a parameter-server job ends with its master
-    assert ps.server.sent == []
-    failing = _master(_plan(tmp_path / "ps2", PS), RecordedServer(workers_done))
-    failing.after_program(program_failed)
-    assert [m.type for m in failing.server.sent] == [MessageType.ABORT]
-    mwms = _master(_plan(tmp_path / "mwms", MWMS), RecordedServer(workers_done))
-    mwms.after_program(program_ok)
-    assert mwms.server.sent == []
+    ps, mwms = _policy(_plan(tmp_path / "ps", PS)), _policy(_plan(tmp_path / "mwms", MWMS))
+    assert ps.after_program(0, aborted=False) == AfterProgram()  # a parameter-server job ends with its master
+    assert ps.after_program(2, aborted=False) == AfterProgram("the master's program failed", await_workers=True)
+    assert ps.after_program(0, aborted=True) == AfterProgram(None, await_workers=True)
+    assert mwms.after_program(0, aborted=False) == AfterProgram(None, await_workers=True)
+    assert _policy(_plan(tmp_path / "mpi", MPI_HPS)).after_program(1, aborted=False) == AfterProgram()  # mpirun's own
 
 
 def _view(plan: LaunchPlan, program: ProcessResult, server: RecordedServer, stall: Optional[str] = None) -> JobView:
@@ -177,7 +179,7 @@ def test_the_table_of_endings_is_the_same_for_every_kind(tmp_path: Path) -> None
     crash = ("Traceback (most recent call last):\n  File \"train.py\", line 9\nRuntimeError: boom\n"
              "Fatal Python error: Segmentation fault\n\nCurrent thread 0x01 (most recent call first):\n  <no Python frame>\n")
     for plan in (mpi, ps):
-        name = plan.kind.name
+        name = plan.distribution
         # success, also with a traceback the program handled and went on from (an early report only)
         assert _ending(plan, _view(plan, ok, RecordedServer([]))) == (0, None, ""), name
         assert _ending(plan, _view(plan, ok, RecordedServer([_rank_exit("algo-2", 1, final=False)])))[0] == 0, name

@@ -16,11 +16,10 @@ from smtrain.plan.kind import HostPart, Kind, KindInputs
 from smtrain.plan.kinds.mpi import MPI
 from smtrain.plan.kinds.single import SINGLE
 from smtrain.plan.launch import LaunchPlan, Role, dumps, plan_launch
-from smtrain.starters.base import JobEnd
-from smtrain.starters.every_host import EveryHost
-from smtrain.wire.contract import RankContract
+from smtrain.wire.programs import RANK_LAUNCHER
+from smtrain.plan.coordination import EveryHostSpec, JobEnd
 from tests.support import make_tree
-from tests.unit.test_plan import FACTS
+from tests.harness.plans import FACTS
 
 FLAG = "sagemaker_ring_allreduce_enabled"
 
@@ -45,11 +44,11 @@ class RingAllreduce(Kind):
         rank = shape.hosts.index(here)
         pipes = given.pipes()
         coordination = given.coordination(
-            contract=RankContract(shape.master, config.control_port, "", config.grace_period_s, pipes),
+            contract=given.contract(shape.master, "", pipes),
             program_rank=rank, ranks=tuple((h, i) for i, h in enumerate(shape.hosts)),
             program_name=f"{given.launch.program_path} (ring member {rank})", start_line=f"host {here}: ring member {rank}",
-            starter=EveryHost(JobEnd.EVERY_PROGRAM))
-        argv = (given.python, "-m", "smtrain.rank", "--", *given.launch.argv)
+            starter=EveryHostSpec(JobEnd.EVERY_PROGRAM))
+        argv = RANK_LAUNCHER.argv(given.python, "--", *given.launch.argv)
         return HostPart(argv, given.base_env(pipes), pipes, 1, coordination)
 
 
@@ -70,17 +69,17 @@ def _plan(tmp_path: Path, hyperparameters: dict[str, str], hosts: tuple[str, ...
 def test_a_new_kind_needs_its_module_and_its_table_row_only(tmp_path: Path, with_ring: None) -> None:
     master = _plan(tmp_path / "m", {FLAG: "true"}, ("algo-1", "algo-2", "algo-3"), "algo-1")
     worker = _plan(tmp_path / "w", {FLAG: "true"}, ("algo-1", "algo-2", "algo-3"), "algo-3")
-    assert (master.kind, master.role, worker.kind, worker.role) == (RING, Role.MASTER, RING, Role.WORKER)
+    assert (master.distribution, master.role, worker.distribution, worker.role) == (RING.name, Role.MASTER, RING.name, Role.WORKER)
     assert master.env_set["RING_HOSTS"] == "algo-1,algo-2,algo-3"
     coordination = worker.coordination
     assert coordination is not None and coordination.workers == ("algo-2", "algo-3") and coordination.program_rank == 2
-    assert isinstance(coordination.starter, EveryHost) and coordination.master == "algo-1"
+    assert coordination.starter == EveryHostSpec(JobEnd.EVERY_PROGRAM) and coordination.master == "algo-1"
     shown = json.loads(dumps(master))
     assert shown["distribution"] == "ring-allreduce" and shown["coordination"]["starter"]["name"] == "every-host"
     assert not [a for a in worker.argv if FLAG in a]  # the kind's flag is the toolkit's, no program argument
     # on one host the kind does not run: the program on its own, with the kind's environment still set
     alone = _plan(tmp_path / "one", {FLAG: "true"}, ("algo-1",), "algo-1")
-    assert alone.kind is SINGLE and alone.coordination is None and alone.env_set["RING_HOSTS"] == "algo-1"
+    assert alone.distribution == SINGLE.name and alone.coordination is None and alone.env_set["RING_HOSTS"] == "algo-1"
 
 
 def test_the_table_decides_what_is_refused_and_what_is_offered(tmp_path: Path, with_ring: None) -> None:
@@ -95,4 +94,4 @@ def test_the_table_decides_what_is_refused_and_what_is_offered(tmp_path: Path, w
 
 def test_without_its_row_the_flag_is_no_distribution(tmp_path: Path) -> None:
     plan = _plan(tmp_path, {FLAG: "true"}, ("algo-1", "algo-2"), "algo-2")
-    assert plan.kind is SINGLE and plan.role is Role.SINGLE and "RING_HOSTS" not in plan.env_set
+    assert plan.distribution == SINGLE.name and plan.role is Role.SINGLE and "RING_HOSTS" not in plan.env_set

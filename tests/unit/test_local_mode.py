@@ -15,7 +15,7 @@ from smtrain.plan.localmode import emulated_channels
 from smtrain.plan.launch import plan_launch
 from smtrain.wire.pipe_assignment import PipeMode
 from tests.support import make_tree
-from tests.unit.test_plan import FACTS
+from tests.harness.plans import FACTS
 
 FILES = {"train": {"TrainingInputMode": "File"}, "eval": {"TrainingInputMode": "File"}}
 LOCAL = {"current_instance_type": "local"}
@@ -121,6 +121,6 @@ def test_model_trainer_with_a_strategy_hyperparameter_runs_multi_worker_mirrored
     base = _model_trainer(tmp_path, {"source_dir": "/src", "entry_script": "train.py"}, {},
                           {"sagemaker_multi_worker_mirrored_strategy_enabled": "true", "epochs": "2"})
     plan = plan_launch(load_config({"SAGEMAKER_BASE_DIR": str(base)}), FACTS, "/venv/bin/python")
-    assert plan.kind.name == "multi-worker-mirrored" and plan.coordination is not None
+    assert plan.distribution == "multi-worker-mirrored" and plan.coordination is not None
     assert json.loads(plan.env_set["TF_CONFIG"])["cluster"]["worker"] == ["algo-1:8890", "algo-2:8890"]
     assert plan.argv[-2:] == ("--epochs", "2")  # the strategy's flag is no argument

@@ -7,18 +7,16 @@ from pathlib import Path
 import pytest
 
 from smtrain.config.load import load_config
-from smtrain.config.model import CodeFacts, HostFacts, NetworkFacts
+from smtrain.config.model import CodeFacts, HostFacts
 from smtrain.errors import ConfigError
 from smtrain.plan.launch import LaunchPlan, Role, dumps, plan_launch
-from smtrain.starters.mpirun.starter import Mpirun
+from smtrain.plan.mpirun_command import MpirunSpec
 from smtrain.wire.pipe_assignment import PipeMode
 from smtrain.wire.contract import RANK_CONTRACT_ENV, RankContract
+from tests.harness.plans import FACTS, MPI
 from tests.support import make_tree
 
-FACTS = HostFacts(num_cpus=8, num_gpus=0, num_neurons=0, smddprun_installed=False, smddpmprun_installed=False,
-                  network=NetworkFacts(("eth0", "lo"), "eth0", efa_present=False))
 HOSTS = ("algo-1", "algo-2")
-MPI = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2", "db_password": '"hunter22"'}
 PIPE = {"train": {"TrainingInputMode": "Pipe"}}
 
 
@@ -49,7 +47,7 @@ def test_master_runs_mpirun_with_the_rank_launcher_and_one_contract(tmp_path: Pa
     assert RankContract.from_json(contract.to_json()) == contract
     assert plan.coordination is not None and plan.coordination.control_bind == "0.0.0.0"
     starter = plan.coordination.starter
-    assert isinstance(starter, Mpirun) and starter.sshd is None  # the master serves no sshd
+    assert isinstance(starter, MpirunSpec) and starter.sshd is None  # the master serves no sshd
     # the master's train makes the job's key in /run/smtrain/ssh, where mpirun's ssh finds it (docker/ssh_config)
     assert starter.ssh_dir == "/run/smtrain/ssh"
     assert len(plan.demux) == 1 and plan.monitor
@@ -61,13 +59,13 @@ def test_where_restarts_are_asked_for_every_mpirun_shares_the_masters_held_ssh_c
         return {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--mca"}
 
     def held(plan: LaunchPlan) -> tuple[str, ...]:
-        assert plan.coordination is not None and isinstance(plan.coordination.starter, Mpirun)
+        assert plan.coordination is not None and isinstance(plan.coordination.starter, MpirunSpec)
         return plan.coordination.starter.held
 
     plan = _plan(tmp_path / "a", "algo-1", SMTRAIN_MAX_RESTARTS="1")
     assert held(plan) == ("algo-2",)
     assert mca(plan.argv)["plm_rsh_args"] == "-oControlPath=/run/smtrain/ssh/mux-%n"
-    assert json.loads(dumps(plan))["coordination"]["starter"]["ssh_held"] == ["algo-2"]
+    assert json.loads(dumps(plan))["coordination"]["starter"]["held"] == ["algo-2"]
     assert held(_plan(tmp_path / "b", "algo-2", SMTRAIN_MAX_RESTARTS="1")) == ()
     plan = _plan(tmp_path / "c", "algo-1")  # no restarts: mpirun logs into the workers itself, as ever
     assert held(plan) == () and "plm_rsh_args" not in mca(plan.argv)
@@ -88,7 +86,7 @@ def test_worker_starts_sshd_as_planned_and_runs_no_program_itself(tmp_path: Path
     coordination = plan.coordination
     assert coordination is not None
     starter = coordination.starter  # the master's mpirun starts this host's ranks
-    assert isinstance(starter, Mpirun) and starter.sshd is not None and not starter.workers_run_programs
+    assert isinstance(starter, MpirunSpec) and starter.sshd is not None
     # the container's own host key; the one key it accepts is the job's, which the master gives it
     assert starter.sshd.argv == ("/usr/sbin/sshd", "-D", "-e", "-f", "/etc/smtrain/sshd_config", "-p", "2222",
                                  "-h", "/run/smtrain/ssh/host_ed25519_key",
@@ -97,7 +95,7 @@ def test_worker_starts_sshd_as_planned_and_runs_no_program_itself(tmp_path: Path
     assert coordination.master == "algo-1" and coordination.control_port == 7100
     assert len(plan.demux) == 1  # this host's ranks read the channel through its own demultiplexer
     shown = json.loads(dumps(plan))
-    assert shown["role"] == "worker" and shown["coordination"]["starter"]["sshd"] == list(starter.sshd.argv)
+    assert shown["role"] == "worker" and shown["coordination"]["starter"]["sshd"] == {"argv": list(starter.sshd.argv), "port": 2222}
 
 
 def test_the_dry_run_plan_masks_secret_values(tmp_path: Path) -> None:
@@ -128,7 +126,7 @@ def test_bad_toolkit_variables_are_config_errors_naming_them(tmp_path: Path, nam
 def test_heartbeat_timeout_is_read_and_bounded(tmp_path: Path) -> None:
     plan = _plan(tmp_path, "algo-1", SM_HEARTBEAT_TIMEOUT_SECONDS="25")
     assert plan.coordination is not None and plan.coordination.heartbeat_timeout_s == 25
-    with pytest.raises(ConfigError, match="heartbeat timeout must be at least 3 s"):
+    with pytest.raises(ConfigError, match=r"sagemaker_heartbeat_timeout_seconds \(or SM_HEARTBEAT_TIMEOUT_SECONDS\) must be a number of seconds >= 3 \(heartbeats go every 1 s\), got 1"):
         load_config(make_tree(tmp_path / "x", hyperparameters={"sagemaker_heartbeat_timeout_seconds": "1"}).env())
 
 
@@ -238,3 +236,36 @@ def test_a_gpu_job_across_hosts_says_once_that_nccl_uses_sockets_where_the_image
     assert not network_facts(library_path=f"/nonexistent:{tmp_path / 'lib'}").nccl_net_plugin
     (tmp_path / "lib" / "libnccl-net.so").write_bytes(b"")
     assert network_facts(library_path=f"/nonexistent:{tmp_path / 'lib'}").nccl_net_plugin
+
+
+def _objects(value: object, path: str = "plan") -> list[str]:
+    """Every value inside `value` that is not data: data is a string, number, bool, None, path or enum, or a
+    tuple (a named tuple too), list or mapping of data."""
+    import enum
+    from collections.abc import Mapping
+    from pathlib import PurePath
+
+    if value is None or isinstance(value, (str, int, float, bool, PurePath, enum.Enum)):
+        return []
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        return [o for name in value._fields for o in _objects(getattr(value, name), f"{path}.{name}")]
+    if isinstance(value, (tuple, list)):
+        return [o for i, item in enumerate(value) for o in _objects(item, f"{path}[{i}]")]
+    if isinstance(value, Mapping):
+        return [o for key, item in value.items() for o in _objects(item, f"{path}[{key!r}]")]
+    return [f"{path}: {type(value).__name__}"]
+
+
+@pytest.mark.parametrize("hyperparameters,hosts,current", [
+    ({}, ("algo-1",), "algo-1"),
+    ({**MPI, "sagemaker_max_restarts": "1"}, HOSTS, "algo-1"),
+    ({**MPI, "sagemaker_max_restarts": "1"}, HOSTS, "algo-2"),
+    ({"sagemaker_parameter_server_enabled": "true"}, HOSTS, "algo-2"),
+    ({"sagemaker_multi_worker_mirrored_strategy_enabled": "true", "sagemaker_max_restarts": "1"}, HOSTS, "algo-1"),
+])
+def test_the_plan_holds_data_only_no_object_that_starts_a_process(tmp_path: Path, hyperparameters: dict,
+                                                                   hosts: tuple, current: str) -> None:
+    tree = make_tree(tmp_path, hosts=hosts, current_host=current, hyperparameters=hyperparameters, channels=PIPE)
+    plan = plan_launch(load_config(tree.env()), FACTS, "/venv/bin/python", token="t" * 32)
+    assert _objects(plan) == []
+    assert _objects(plan._replace(notes=(object(),))) == ["plan.notes[0]: object"]  # what it would find

@@ -17,9 +17,9 @@ from smtrain.profiler.events import (BETWEEN, EPOCH, MODES, STEP, as_read, bin_o
 from smtrain.profiler.monitor import EventWriter, Sample, percentile
 from smtrain.profiler.steprules import rank_stats, weighted_percentile
 from smtrain.profiler.steps import StepRecorder
-from smtrain.run.worker import _digest_the_rest
+from smtrain.run.profiles import _digest_the_rest
 from smtrain.wire.profiler_settings import ProfilerSettings
-from tests.unit.test_step_profiler import _fast_steps
+from tests.harness.steps import fast_steps
 
 
 def _cluster(folder: Path, hosts: int, ranks: int, steps: int = 2600) -> None:
@@ -31,7 +31,7 @@ def _cluster(folder: Path, hosts: int, ranks: int, steps: int = 2600) -> None:
             recorder = StepRecorder(ProfilerSettings(str(folder / f"algo-{h}"), f"algo-{h}", min_free_mb=0), rank=rank)
             recorder.thread = object()  # no writer thread: _fast_steps flushes as the writer would
             slow = h == hosts and r == ranks - 1
-            end = _fast_steps(recorder, steps, step_s=0.003 if slow else 0.001, start=1000.0 + 0.01 * rank,
+            end = fast_steps(recorder, steps, step_s=0.003 if slow else 0.001, start=1000.0 + 0.01 * rank,
                               slow_every=500)
             if rank == 0:
                 recorder.add_step("EVAL", end + 1, end + 1.5)
@@ -97,7 +97,7 @@ def test_a_ranks_own_digest_equals_the_one_its_files_give(tmp_path: Path) -> Non
     at the rank's exit against the reference, its files digested."""
     recorder = StepRecorder(ProfilerSettings(str(tmp_path), "algo-1", min_free_mb=0), rank=2)
     recorder.thread = object()
-    end = _fast_steps(recorder, 9000, step_s=0.01, slow_every=700)
+    end = fast_steps(recorder, 9000, step_s=0.01, slow_every=700)
     for i in range(2500):
         recorder.add_step("EVAL", end + i * 0.02, end + i * 0.02 + 0.01)
         recorder.flush()
@@ -118,7 +118,7 @@ def test_a_digest_that_does_not_span_its_ranks_files_is_not_read(tmp_path: Path)
     def run(start: float, close: bool) -> None:
         recorder = StepRecorder(ProfilerSettings(str(tmp_path), "algo-1", min_free_mb=0), rank=0)
         recorder.thread = object()
-        _fast_steps(recorder, 300, start=start)
+        fast_steps(recorder, 300, start=start)
         recorder.close() if close else recorder.flush()
 
     run(1000.0, close=True)

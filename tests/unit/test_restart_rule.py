@@ -1,5 +1,5 @@
 """In-job restarts without processes: the setting (config), the plan's policy (which jobs can be
-restarted in place, shown by --dry-run) and the rule that judges each failed attempt (run.restart_rule)."""
+restarted in place, shown by --dry-run) and the rule that judges each failed attempt (run.attempts)."""
 from __future__ import annotations
 
 import json
@@ -11,11 +11,12 @@ from smtrain.config.load import load_config
 from smtrain.errors import ConfigError, FailureCause
 from smtrain.plan.launch import dumps, plan_launch
 from smtrain.run.outcome import JobOutcome
-from smtrain.run.restart_rule import Attempt, AttemptProgress, describe_attempts, why_not_restart
+from smtrain.run.attempt import AttemptProgress
+from smtrain.run.attempts import AttemptEnd, describe_attempts, why_not_restart
 from smtrain.wire.contract import SKIP_TEARDOWN_ENV
 from smtrain.wire.progress_file import Counts, InitPhase
 from tests.support import make_tree
-from tests.unit.test_plan import FACTS
+from tests.harness.plans import FACTS
 
 MPI = {"sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2"}
 RAISED = JobOutcome.failed(1, "RuntimeError", "rank 3 fails at step 30 (rank 3 on host algo-2)")
@@ -88,8 +89,8 @@ def test_the_plan_restarts_jobs_across_ranks_only_where_a_restart_can_resume_the
                  channels={"train": {"TrainingInputMode": "Pipe"}}).demux == ()
 
 
-def _attempt(outcome: JobOutcome = RAISED, progressed: bool = True, steps: int = 0) -> Attempt:
-    return Attempt(outcome, progressed, steps, 12.5)
+def _attempt(outcome: JobOutcome = RAISED, progressed: bool = True, steps: int = 0) -> AttemptEnd:
+    return AttemptEnd(outcome, progressed, steps, 12.5)
 
 
 def test_a_transient_failure_after_progress_is_restarted_up_to_the_limit() -> None:
@@ -108,6 +109,9 @@ def test_what_a_restart_cannot_help_is_never_restarted() -> None:
         outcome = JobOutcome(137 if kind.status is None else kind.exit_code, kind, "x")
         assert why_not_restart([_attempt(outcome)], 2, None) is not None, kind
     assert "out of memory" in why_not_restart([_attempt(JobOutcome(137, FailureCause.OUT_OF_MEMORY, "x"))], 2, None)
+    # the causes' own declarations say which (smtrain.errors): the program's own failures and a stall are restarted
+    restarted = {c for c in FailureCause if c.not_restarted is None}
+    assert restarted == {FailureCause.PROGRAM_ERROR, FailureCause.PROGRAM_KILLED, FailureCause.STALLED}
     assert why_not_restart([_attempt(progressed=False)], 2, None) == "the program failed before any progress"
     assert why_not_restart([_attempt(steps=30), _attempt(steps=30)], 5, None) == (
         "it failed at the same step again (step 30)")

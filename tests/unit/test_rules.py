@@ -108,7 +108,7 @@ def test_cpu_bottleneck_says_why_it_could_not_judge() -> None:
     from smtrain.profiler.rules import DEFAULTS, cpu_bottleneck
 
     short = gpu_host([100.0] * 200, [5.0] * 200, [50.0] * 200)
-    assert cpu_bottleneck(short, DEFAULTS["CPUBottleneck"]) == (False, "not judged: no more datapoints than the patience (1000)")
+    assert cpu_bottleneck(short, DEFAULTS["CPUBottleneck"]) == (None, "not judged: no more datapoints than the patience (1000)")
 
 
 def test_low_gpu_utilization_says_when_a_job_was_too_short_to_judge() -> None:
@@ -127,5 +127,10 @@ def test_every_rule_that_saw_nothing_past_its_patience_says_it_judged_nothing(jo
         _series(**{"algo-1__cpu_total__CPUUtilization": [5.0] * 300, "algo-1__cpu_iowait__I_SLASH_OWaitPercentage": [90.0] * 300,
                    "algo-2__cpu_total__CPUUtilization": [90.0] * 300})
     results = evaluate(short)
-    assert results and all(not r.triggered and r.reason.startswith("not judged: ") for r in results), \
+    assert results and all(not r.triggered and not r.judged and r.reason.startswith("not judged: ") for r in results), \
         [(r.rule, r.reason) for r in results]
+    # and the report's table says so in its verdict column, not "ok" beside the reason
+    from smtrain.profiler.report_html import render_html
+
+    page = render_html({"rules": [r.to_json() for r in results], "hosts": {}}, [])
+    assert page.count("<td>not judged</td>") == len(results) and "<td>ok</td>" not in page, page

@@ -1,20 +1,20 @@
-"""A new way of starting ranks is its module (a `smtrain.starters.base.RankStarter`) and the kind's
-planner that gives it, nothing else: shown with a hypothetical starter defined here - ranks started
-through a scheduler's own launcher, as Slurm's `srun` would - given by a hypothetical kind put in the
-kinds' table, planned from real config files and carried out by the real master and worker roles:
-`train --dry-run` shows it from the same object, the master gives each worker its admission over the
-real control channel and asks it how signals go on, whether a task's failure ends the job and what
-follows the program; the worker takes the admission and hands it its part. (The roles' steps are
-driven here without processes; that they name no starter and branch on none of their own is
+"""A new way of starting ranks is its spec (data the kind's planner puts in the plan), its policy (a
+`smtrain.starters.policy.StarterPolicy`) and one row of the starters' registry, nothing else: shown with a
+hypothetical starter defined here - ranks started through a scheduler's own launcher, as Slurm's `srun` would -
+given by a hypothetical kind put in the kinds' table, planned from real config files and carried out by the
+real master and worker roles over the real control channel: `train --dry-run` shows its spec; the master
+gives each worker the policy's admission, asks it how a signal goes on and whether a task's failure ends the
+job; the worker serves what it serves, takes the admission, and hands it the signals for the ranks started
+on its host. (That the roles branch on no starter and hand a step none of themselves is
 tests/static/test_layers.py's.)"""
 from __future__ import annotations
 
 import json
 import signal
+import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional, Sequence
 
 import pytest
 
@@ -22,70 +22,64 @@ import smtrain.plan.kinds as kinds
 from smtrain.config.model import TrainingConfig
 from smtrain.errors import StartupFailed
 from smtrain.plan.kind import HostPart, Kind, KindInputs
-from smtrain.plan.launch import Role, dumps
-from smtrain.proc.helpers import HelperGroup
-from smtrain.proc.supervise import ProcessResult
-from smtrain.run.master import await_workers, open_control
+from smtrain.plan.launch import LaunchPlan, Role, dumps
+from smtrain.run.attempt import HostState
+from smtrain.run.job import HostJob
+from smtrain.run.master import Master
+from smtrain.run.roster import await_workers, open_control
 from smtrain.run.worker import Worker
-from smtrain.starters.base import MasterSide, RankStarter, WorkerSide
-from smtrain.wire.contract import RankContract
+from smtrain.starters import registry
+from smtrain.starters.policy import StarterPolicy, TaskNews
 from smtrain.wire.control_protocol import ControlClient, MessageType
-from tests.unit.test_coordination import RecordedServer, _master
-from tests.unit.test_kinds import _plan
+from tests.harness.plans import plan_for
 
 FLAG = "sagemaker_scheduler_enabled"
+CALLS: list[Any] = []  # the policy's steps, as the roles took them
 
 
-class SchedulerLaunch(RankStarter):
-    """A hypothetical starter, as its module would define it: the master's program is the scheduler's
-    launcher, which starts every rank through the scheduler's daemons; a worker joins the job's
-    allocation (its admission) and waits; a step the scheduler cancelled ends the job."""
+class SchedulerSpec(NamedTuple):
+    """The hypothetical starter's spec: the partition its launcher asks for."""
 
-    name = "scheduler"
-    signals = "scheduler-launcher"  # the launcher passes them on to every step
+    partition: str
+    name: str = "scheduler"
+
+
+class SchedulerLaunch(StarterPolicy):
+    """Its policy, as its module would define it: the master's program is the scheduler's launcher, which starts
+    every rank through the scheduler's daemons; a worker joins the job's allocation (its admission) and passes
+    signals to the ranks the daemons started there; a step the scheduler cancelled ends the job."""
+
     joined = "it is in the job's allocation"
 
-    def __init__(self, partition: str) -> None:
-        self.partition = partition
-        self.calls: list[Any] = []
-
-    def to_json(self) -> dict[str, Any]:
-        return {**super().to_json(), "partition": self.partition}
+    def __init__(self, spec: SchedulerSpec) -> None:
+        self.spec = spec
 
     def admission(self, workers: tuple[str, ...]) -> str:
-        self.calls.append(("admission", workers))
-        return f"allocation-42:{self.partition}"
+        CALLS.append(("admission", workers))
+        return f"allocation-42:{self.spec.partition}"
 
     def not_admitted(self, hosts: list[str]) -> str:
         return f"hosts {', '.join(hosts)} are not in the job's allocation"
 
-    def forward(self, master: MasterSide, pid: int, signum: int) -> None:
-        self.calls.append(("forward", pid, signum))
-        master.tell_workers(MessageType.SIGNAL, signum=signum)
+    def signal_here(self, pid: int, signum: int, grace_s: float, spared: Sequence[int]) -> Optional[str]:
+        CALLS.append(("signal_here", pid, signum))
+        return "passed on to the scheduler's launcher"
 
-    def task_failure(self, master: MasterSide) -> Optional[str]:
-        failed = master.failed_program()
-        return f"the scheduler cancelled the step on {failed[0]}" if failed else None
+    def task_failure(self, news: TaskNews) -> Optional[str]:
+        return f"the scheduler cancelled the step on {news.failed_program[0]}" if news.failed_program else None
 
-    def after_program(self, master: MasterSide, result: ProcessResult) -> None:
-        self.calls.append(("after_program", result.exit_code))
+    def serve(self, helpers: Any, deadline: float) -> None:
+        CALLS.append("serve")
 
-    def senders_gone(self, result: ProcessResult) -> bool:
-        return True
-
-    def worker_begin(self, helpers: HelperGroup, deadline: float) -> None:
-        self.calls.append("worker_begin")
-
-    def admit(self, admission: Optional[str], master: str, waited_s: float) -> str:
+    def admit(self, admission: Optional[str], master_host: str, waited_s: float) -> str:
         if not (admission or "").startswith("allocation-"):
-            raise StartupFailed(f"the master {master} gave no allocation")
-        self.calls.append(("admit", admission))
+            raise StartupFailed(f"the master {master_host} gave no allocation")
+        CALLS.append(("admit", admission))
         return f"in allocation {admission}"
 
-    def worker_part(self, worker: WorkerSide) -> None:
-        while not worker.over():
-            worker.waker.wait(0.01)
-        self.calls.append("worker_part")
+    def forward_here(self, signum: int, grace_s: float) -> Optional[int]:
+        CALLS.append(("forward_here", signum))
+        return 1
 
 
 class Scheduled(Kind):
@@ -99,80 +93,117 @@ class Scheduled(Kind):
         return len(hosts) >= 2
 
     def plan(self, given: KindInputs) -> HostPart:
-        config, shape = given.config, given.shape
-        pipes = given.pipes()
-        contract = RankContract(shape.master, config.control_port, given.token, config.grace_period_s, pipes)
+        shape, pipes = given.shape, given.pipes()
         coordination = given.coordination(
             ranks=tuple((h, i) for i, h in enumerate(shape.hosts)), program_name="the scheduler's launcher",
-            start_line="starting every step", starter=SchedulerLaunch("gpu"))
+            start_line="starting every step", starter=SchedulerSpec("gpu"))
         argv = ("launcher", "--nodes", str(len(shape.hosts)), *given.launch.argv) if shape.role is not Role.WORKER else ()
+        contract = given.contract(shape.master, given.token, pipes)
         return HostPart(argv, {**given.base_env(pipes), "SCHEDULER_CONTRACT": contract.to_json()}, pipes, 1, coordination)
 
 
 @pytest.fixture
 def with_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kinds, "KINDS", (*kinds.KINDS[:-1], Scheduled(), kinds.KINDS[-1]))
+    monkeypatch.setitem(registry.POLICIES, "scheduler", (__name__, "SchedulerLaunch"))
+    CALLS.clear()
 
 
 HOSTS = ("algo-1", "algo-2")
+QUIET = {"SM_SYSTEM_MONITOR": "off", "SM_FRAMEWORK_METRICS": "off"}  # no helper process, no profiler data
 
 
-def test_the_plan_gives_the_new_starter_and_the_dry_run_shows_it(tmp_path: Path, with_scheduler: None) -> None:
-    master = _plan(tmp_path / "m", {FLAG: "true"}, HOSTS, "algo-1")
-    assert master.coordination is not None and isinstance(master.coordination.starter, SchedulerLaunch)
-    shown = json.loads(dumps(master))["coordination"]["starter"]
-    assert shown == {"name": "scheduler", "signals": "scheduler-launcher", "end": "master-program",
-                     "ends_on_task_failure": False, "workers_run_programs": False, "partition": "gpu"}
+class Waker:
+    """The role's loop events: `signals` once, then none (each wait a short sleep)."""
+
+    def __init__(self, *signals: int) -> None:
+        self.signals, self.shutdown_seen = list(signals), None
+        self.then = lambda: None  # what happens once the signals were handed out
+
+    def post(self) -> None:
+        pass
+
+    def wait(self, timeout: float) -> list[int]:
+        if self.signals:
+            given, self.signals = self.signals, []
+            return given
+        self.then()
+        time.sleep(min(timeout, 0.02))
+        return []
 
 
-def test_the_master_role_carries_out_the_new_starters_steps(tmp_path: Path, with_scheduler: None) -> None:
-    plan = _plan(tmp_path, {FLAG: "true"}, HOSTS, "algo-1")
+def _job(plan: LaunchPlan, waker: Waker) -> HostJob:
+    return HostJob(plan, {}, sys.executable, waker, "t" * 32)  # type: ignore[arg-type]
+
+
+def _on_loopback(plan: LaunchPlan, port: int = 0) -> LaunchPlan:
     assert plan.coordination is not None
-    starter = plan.coordination.starter
-    assert isinstance(starter, SchedulerLaunch)
-    # its admission goes to a worker over the real control channel, on hello; the worker is in once it says `joined`
-    coordination = plan.coordination._replace(control_bind="127.0.0.1", control_port=0)
-    server = open_control(coordination, "t" * 32, SimpleNamespace(post=lambda: None), [],
-                          admission=starter.admission(coordination.workers))
+    return plan._replace(coordination=plan.coordination._replace(control_bind="127.0.0.1", control_port=port,
+                                                                 master="127.0.0.1"))
+
+
+def test_the_plan_gives_the_new_starters_spec_and_the_dry_run_shows_it(tmp_path: Path, with_scheduler: None) -> None:
+    master = plan_for(tmp_path / "m", {FLAG: "true"}, HOSTS, "algo-1")
+    assert master.coordination is not None and master.coordination.starter == SchedulerSpec("gpu")
+    assert json.loads(dumps(master))["coordination"]["starter"] == {"partition": "gpu", "name": "scheduler"}
+    assert isinstance(registry.policy_for(master.coordination.starter), SchedulerLaunch)
+
+
+def test_the_master_role_takes_the_new_policys_admission_signals_and_task_failures(tmp_path: Path,
+                                                                                  with_scheduler: None) -> None:
+    plan = _on_loopback(plan_for(tmp_path, {FLAG: "true"}, HOSTS, "algo-1", **QUIET))
+    master = Master(_job(plan, Waker()))
     try:
-        client = ControlClient.open("127.0.0.1", server.port, time.monotonic() + 10, MessageType.HELLO, host="algo-2")
+        client = ControlClient.open("127.0.0.1", master.server.port, time.monotonic() + 10, MessageType.HELLO,
+                                    host="algo-2")
         assert client is not None
         welcome = client.receive(timeout=10)
-        assert welcome is not None and welcome.type is MessageType.WELCOME
-        assert welcome.fields == {"admission": "allocation-42:gpu"}
-        with pytest.raises(StartupFailed, match="hosts algo-2 are not in the job's allocation"):
-            await_workers(server, coordination._replace(peer_wait_s=0.3))
+        assert welcome is not None and (welcome.type, dict(welcome.fields)) == (MessageType.WELCOME,
+                                                                                {"admission": "allocation-42:gpu"})
+        client.send(MessageType.JOINED)
+        await_workers(master.server, master.coordination, master.policy.not_admitted)  # joined: no error
+        client.send(MessageType.DONE, status=3)
+        deadline = time.monotonic() + 10
+        while master.server.failed_done() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        master._forward(4321, signal.SIGTERM)
+        assert master._why_end() == "the scheduler cancelled the step on algo-2"
+        heard = [client.receive(timeout=10) for _ in range(2)]
+        assert [(m.type, dict(m.fields)) for m in heard if m is not None] == [
+            (MessageType.SIGNAL, {"signum": signal.SIGTERM}),
+            (MessageType.ABORT, {"reason": "the scheduler cancelled the step on algo-2"})]
+        assert CALLS == [("admission", ("algo-2",)), ("signal_here", 4321, signal.SIGTERM)]
+        client.close()
+    finally:
+        master.server.close()
+
+
+def test_the_worker_role_serves_takes_the_admission_and_hands_the_policy_its_signals(tmp_path: Path,
+                                                                                    with_scheduler: None) -> None:
+    master_plan = _on_loopback(plan_for(tmp_path / "m", {FLAG: "true"}, HOSTS, "algo-1", **QUIET))
+    assert master_plan.coordination is not None
+    server = open_control(master_plan.coordination, "t" * 32, Waker(), "allocation-42:gpu", SchedulerLaunch.joined)
+    refusing = open_control(master_plan.coordination, "t" * 32, Waker(), "")  # gives no allocation
+    try:
+        plan = _on_loopback(plan_for(tmp_path / "w", {FLAG: "true"}, HOSTS, "algo-2", **QUIET), server.port)
+        assert plan.role is Role.WORKER and plan.argv == ()
+        waker = Waker(signal.SIGTERM)
+        waker.then = lambda: server.announce_end(0, "")
+        worker = Worker(_job(plan, waker))
+        try:
+            assert worker._join()
+            worker._attempts()  # until the job is over for it: the master's `end`
+            assert CALLS == ["serve", ("admit", "allocation-42:gpu"), ("forward_here", signal.SIGTERM)]
+            assert server.records["algo-2"].state is HostState.JOINED and worker.link.end is not None
+        finally:
+            worker.client.close()
+        refused = Worker(_job(_on_loopback(plan, refusing.port), Waker()))
+        try:
+            with pytest.raises(StartupFailed, match="the master 127.0.0.1 gave no allocation"):
+                refused._join()  # the worker says nothing: it never joined
+            assert refusing.records["algo-2"].state is HostState.CONNECTED
+        finally:
+            refused.client.close()
     finally:
         server.close()
-    # signals, a task's failure, what follows the program: the starter's
-    master = _master(plan, RecordedServer([("algo-2", b'{"type": "done", "status": 3}')]))
-    master.forward(4321, signal.SIGTERM)
-    assert master.why_end() == "the scheduler cancelled the step on algo-2"
-    master.after_program(ProcessResult(0, None, None, True, b""))
-    assert [(m.type, dict(m.fields)) for m in master.server.sent] == [
-        (MessageType.SIGNAL, {"signum": signal.SIGTERM}),
-        (MessageType.ABORT, {"reason": "the scheduler cancelled the step on algo-2"})]
-    assert starter.calls == [("admission", ("algo-2",)), ("forward", 4321, signal.SIGTERM), ("after_program", 0)]
-
-
-def test_the_worker_role_takes_the_admission_and_hands_the_starter_its_part(tmp_path: Path, with_scheduler: None) -> None:
-    plan = _plan(tmp_path, {FLAG: "true"}, HOSTS, "algo-2")
-    assert plan.role is Role.WORKER and plan.coordination is not None and plan.argv == ()
-    starter = plan.coordination.starter
-    assert isinstance(starter, SchedulerLaunch)
-    sent: list[Any] = []
-    polls = iter([False, False, True])  # the job is over for this host at the third look
-    worker = Worker()
-    worker.job = SimpleNamespace(plan=plan, waker=SimpleNamespace(wait=lambda timeout: []))
-    worker.coordination, worker.deadline = plan.coordination, time.monotonic() + 5
-    worker.link = SimpleNamespace(wait_welcome=lambda deadline: "allocation-42:gpu", over=lambda: next(polls, False),
-                                  send=lambda message_type, **fields: sent.append(message_type))
-    assert worker._join()
-    plan.coordination.starter.worker_part(worker)
-    assert sent == [MessageType.JOINED]
-    assert starter.calls == [("admit", "allocation-42:gpu"), "worker_part"]
-    worker.link.wait_welcome = lambda deadline: None  # none came: the starter refuses, the worker says nothing
-    with pytest.raises(StartupFailed, match="gave no allocation"):
-        worker._join()
-    assert sent == [MessageType.JOINED]
-
+        refusing.close()

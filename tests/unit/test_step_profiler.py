@@ -19,6 +19,7 @@ from smtrain.profiler.rules import DEFAULTS, parse_overrides
 from smtrain.profiler.steps import SUMMARY_S, StepRecorder
 from smtrain.profiler.timeline import summarise_timeline
 from smtrain.wire.profiler_settings import ProfilerSettings, Window
+from tests.harness.steps import fast_steps
 from tests.support import require_root
 
 # What sagemaker 2.257.7's ProfilerConfig(framework_profile_params=FrameworkProfile(start_step=3,
@@ -52,7 +53,7 @@ def test_settings_switch_each_on_and_off_and_win_over_the_file() -> None:
 
 @pytest.mark.parametrize("hps,config,message", [
     ({"sagemaker_detailed_profiling": "5"}, {}, "sagemaker_detailed_profiling (or SM_DETAILED_PROFILING) must be START:NUM"),
-    ({"sagemaker_python_profiling": "3:0"}, {}, "expected StartStep >= 0 and NumSteps >= 1"),
+    ({"sagemaker_python_profiling": "3:0"}, {}, "must be START:NUM, NUM >= 1"),
     ({}, {"ProfilingParameters": {"DetailedProfilingConfig": "{not a dict"}}, "ProfilingParameters.DetailedProfilingConfig must be a dict"),
     ({}, {"ProfilingParameters": {"PythonProfilingConfig": "{\"StartTimeInSecSinceEpoch\": 1, \"DurationInSeconds\": 5}"}},
      "only step windows"),
@@ -173,29 +174,12 @@ def test_the_recorder_numbers_steps_measures_gaps_and_closes_its_file(tmp_path: 
     assert [(e.start, e.end) for e in events if e.kind == "Between"] == [(101.0, 102.0), (103.0, 104.0), (105.0, 110.0)]
 
 
-def _fast_steps(recorder: StepRecorder, steps: int, step_s: float = 0.001, gap_s: float = 0.0001,
-                start: float = 1000.0, slow_every: int = 0) -> float:
-    """`steps` training steps of `step_s` (every `slow_every`-th 20 times longer), written as the writer
-    would (a flush a simulated second, a new file a simulated minute); returns the end."""
-    now = [start]
-    recorder.clock = lambda: now[0]
-    per_flush = max(1, int(1.0 / (step_s + gap_s)))
-    for i in range(steps):
-        now[0] += gap_s
-        length = step_s * (20 if slow_every and i % slow_every == slow_every - 1 else 1)
-        recorder.add_step("TRAIN", now[0], now[0] + length)
-        now[0] += length
-        if i % per_flush == 0:
-            recorder.flush()
-    return now[0]
-
-
 def test_a_million_fast_steps_keep_a_bounded_file_and_every_count(tmp_path: Path) -> None:
     """The documented bound: each mode's first FULL_STEPS steps one by one (~0.5 MB), then at most
     ~0.31 MB an hour of summaries, whatever the step rate; the report's statistics from what is kept."""
     recorder = StepRecorder(ProfilerSettings(str(tmp_path), "algo-1", min_free_mb=0), rank=0)
     recorder.thread = object()  # no writer thread: this test flushes as the writer would
-    end = _fast_steps(recorder, 1_000_000, slow_every=1000)
+    end = fast_steps(recorder, 1_000_000, slow_every=1000)
     recorder.close()
     hours = (end - 1000.0) / 3600
     kept = sum(p.stat().st_size for p in tmp_path.rglob("*") if p.is_file())
@@ -231,7 +215,7 @@ def test_steps_in_a_profiling_window_are_kept_one_by_one(tmp_path: Path) -> None
     recorder.tf_trace_on = True  # as if the trace had started: the test keeps TensorFlow out
     recorder._tf_profiler = lambda start, w: True  # type: ignore[method-assign]
     recorder.thread = object()
-    _fast_steps(recorder, 6000)
+    fast_steps(recorder, 6000)
     recorder.close()
     numbers = {e.step for e in read_folder([tmp_path]) if isinstance(e, StepEvent) and e.kind == STEP}
     assert {5000, 5001, 5002} <= numbers and set(range(2000)) <= numbers and 4000 not in numbers
@@ -247,13 +231,13 @@ def test_step_events_stop_short_of_the_free_space_margin(tmp_path: Path) -> None
         recorder = StepRecorder(ProfilerSettings(str(disk / "profiler"), "algo-1", min_free_mb=2), rank=0)
         recorder.thread = object()
         (disk / "model.bin").write_bytes(b"\0" * 900_000)  # the job's own files take their share
-        _fast_steps(recorder, 1500, step_s=0.01)  # ~0.4 MB of events
+        fast_steps(recorder, 1500, step_s=0.01)  # ~0.4 MB of events
         assert recorder.stopped is None
         (disk / "checkpoint.bin").write_bytes(b"\0" * 1_200_000)
-        _fast_steps(recorder, 100, step_s=0.01, start=2000.0)
+        fast_steps(recorder, 100, step_s=0.01, start=2000.0)
         assert recorder.stopped is not None and "below the 2 MiB kept" in recorder.stopped
         size = sum(p.stat().st_size for p in disk.rglob("*") if p.is_file())
-        _fast_steps(recorder, 1000, step_s=0.01, start=3000.0)
+        fast_steps(recorder, 1000, step_s=0.01, start=3000.0)
         recorder.close()
         assert sum(p.stat().st_size for p in disk.rglob("*") if p.is_file()) <= size + 512
         notes = job_report.stopped_notes([disk / "profiler"])
