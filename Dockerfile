@@ -119,7 +119,7 @@ COPY --from=gpu-build /opt/smtrain/venv /opt/smtrain/venv
 COPY --from=gpu-build /opt/smtrain/smdebug /opt/smtrain/smdebug
 COPY --from=gpu-build /opt/smtrain/aws-ofi-nccl /opt/smtrain/aws-ofi-nccl
 # NCCL: the one libnccl.so.2 of the nvidia-nccl-cu12 wheel, for TensorFlow and Horovod alike; its EFA
-# plugin where the image has one (NCCL_NET_PLUGIN is set per job by train only then).
+# plugin where the image has one (libnccl-net.so on LD_LIBRARY_PATH, which NCCL loads itself).
 ENV PATH=/opt/smtrain/venv/bin:$PATH \
     BASH_ENV=/opt/smtrain/modeltrainer-hook.sh \
     LD_LIBRARY_PATH=/opt/smtrain/venv/lib/python3.11/site-packages/nvidia/nccl/lib:/opt/smtrain/aws-ofi-nccl/lib \

@@ -1,18 +1,25 @@
-"""The documents against the code: the README's settings are the ones the code reads, its minimal
-script is the example's, the changelog keeps its form, no document carries a run diary or run log, and
-every figure in the README names the benchmark or test that measures it. (Links,
-paths and module names in the documents: tests/static/test_layers.py; that every documented setting
-reaches the program under `train`: tests/process/test_internals.py; the README's quick start run as
-written on the image: tests/image/test_image.py.)"""
+"""The documents against the code: the README's settings are the ones the code reads and its generated
+tables what the declarations print, its minimal script is the example's, the changelog keeps its form, no
+document carries a run diary or run log, every figure in a guide names the benchmark or test that measures
+it, and every guide's code block is whole or says what it assumes. (Links, paths and module names in the
+documents: tests/static/test_layers.py; all of it at once: scripts/check-docs.sh; that every documented
+setting reaches the program under `train`: tests/process/test_internals.py; the README's quick start run as
+written, in order: tests/sdk/test_readme_path.py.)"""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
+
+import pytest
 
 from tests.support import README, documented_variables
 
 REPO = Path(__file__).resolve().parent.parent.parent
+# The user's guides: the README and the guides in docs/ (design.md and architecture.md are contributors')
+GUIDES = [README, *sorted(p for p in (REPO / "docs").glob("*.md") if p.name not in ("design.md", "architecture.md"))]
 USER_DOCUMENTS = [README, REPO / "CHANGELOG.md", REPO / "CONTRIBUTING.md", REPO / "benchmarks" / "README.md",
                   *sorted((REPO / "docs").glob("*.md"))]
 SETTING = re.compile(r"\"((?:SM|SMTRAIN)_[A-Z0-9_]+)\"")
@@ -78,13 +85,14 @@ def _readme_passages(text: str) -> list[str]:
     for block in re.split(r"\n\s*\n|\n(?=- )", text):
         if block.startswith("    ") and passages:
             passages[-1] += "\n" + block
-        elif not block.startswith("|"):
+        elif not block.startswith(("|", "<!-- table:")):
             passages.append(block)
     return passages
 
 
-def test_every_figure_in_the_readme_names_what_measures_it() -> None:
-    unnamed = [p[:160] for p in _readme_passages(README.read_text(encoding="utf-8"))
+@pytest.mark.parametrize("guide", GUIDES, ids=lambda p: p.name)
+def test_every_figure_in_a_guide_names_what_measures_it(guide: Path) -> None:
+    unnamed = [p[:160] for p in _readme_passages(guide.read_text(encoding="utf-8"))
                if MEASURED.search(p) and not MEASURED_BY.search(p)]
     assert unnamed == [], "figures without the benchmark or test that measures them:\n" + "\n".join(unnamed)
 
@@ -128,10 +136,11 @@ def _undefined_names(code: str) -> set[str]:
 FRAGMENT = re.compile(r"# A fragment\b(.*?)(?=\n[^#])", re.S)
 
 
-def test_every_readme_code_block_is_complete_or_says_what_it_assumes() -> None:
+@pytest.mark.parametrize("guide", GUIDES, ids=lambda p: p.name)
+def test_every_guide_code_block_is_complete_or_says_what_it_assumes(guide: Path) -> None:
     """A Python block defines every name it uses, or opens with `# A fragment: ...` naming each name it takes
     from the reader's script."""
-    text = README.read_text(encoding="utf-8")
+    text = guide.read_text(encoding="utf-8")
     problems = []
     for match in re.finditer(r"```python\n(.*?)```", text, re.S):
         code, line = match.group(1), text.count("\n", 0, match.start()) + 1
@@ -141,7 +150,7 @@ def test_every_readme_code_block_is_complete_or_says_what_it_assumes() -> None:
             said = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", fragment.group(1)))
             missing -= said
         if missing:
-            problems.append(f"README.md:{line}: {sorted(missing)} {'not named by the fragment' if fragment else 'undefined'}")
+            problems.append(f"{guide.name}:{line}: {sorted(missing)} {'not named by the fragment' if fragment else 'undefined'}")
     assert problems == [], "\n".join(problems)
 
 
@@ -149,3 +158,14 @@ def test_the_undefined_name_check_finds_what_a_reader_would_miss() -> None:
     assert _undefined_names("import os\nfor i in range(3):\n    print(os.sep, i, step)\n") == {"step"}
     assert _undefined_names("for record in records:\n    step += 1\n") == {"records", "step"}
     assert _undefined_names("def f(a, *b, c=1, **d):\n    return a, b, c, d\nwith open('x') as g:\n    f(g)\n") == set()
+
+
+def test_the_readmes_generated_tables_are_what_their_declarations_print() -> None:
+    """The settings, program-environment, MPI and exit-status tables (scripts/readme-tables.py --check): a row
+    edited by hand, or a declaration changed without the README, fails here."""
+    check = subprocess.run([sys.executable, str(REPO / "scripts" / "readme-tables.py"), "--check"],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    text = README.read_text(encoding="utf-8")
+    for name in ("settings", "exit-statuses", "program-environment", "mpi-defaults"):
+        assert text.count(f"<!-- table: {name} -->") == 1, name

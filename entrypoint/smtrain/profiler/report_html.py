@@ -42,8 +42,8 @@ def render_html(summary: dict[str, Any], pictures: Sequence[Picture], title: str
               ("the whole job", "job_s"))]))
     sections.append("<h2>Rules</h2>" + _table(
         ["rule", "verdict", "numbers", "recommendation"],
-        [[r["rule"], "TRIGGERED" if r["triggered"] else "ok", r["reason"], r["recommendation"]] for r in summary["rules"]],
-        ["fired" if r["triggered"] else "ok" for r in summary["rules"]]))
+        [[r["rule"], r["verdict"], r["reason"], r["recommendation"]] for r in summary["rules"]],
+        ["fired" if r["triggered"] else "ok" if r["judged"] else "unjudged" for r in summary["rules"]]))
     if summary.get("ranks"):
         sections.append("<h2>Ranks</h2>" + _table(
             ["rank", "train / eval / predict steps", "median step", "p95 step", "median between steps",
@@ -70,6 +70,6 @@ def render_html(summary: dict[str, Any], pictures: Sequence[Picture], title: str
         f"<figcaption>{html.escape(caption)}</figcaption></figure>" for caption, png in pictures))
     return f"""<!doctype html><html><head><meta charset="utf-8"><title>{html.escape(title)}</title>
 <style>body{{font-family:sans-serif;margin:2em;max-width:1100px}}table{{border-collapse:collapse;margin-bottom:1em}}
-td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}}tr.fired td{{background:#fde2e2}}
+td,th{{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}}tr.fired td{{background:#fde2e2}}tr.unjudged td{{color:#777}}
 img{{max-width:100%}}figure{{margin:1em 0}}figcaption{{color:#555}}p.verdict{{font-size:1.2em}}</style></head><body>
 {"".join(sections)}</body></html>"""

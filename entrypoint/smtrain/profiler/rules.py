@@ -62,16 +62,24 @@ Series = dict[tuple[str, str, str], list[tuple[float, float]]]
 
 
 class RuleResult(NamedTuple):
-    """A rule's verdict, with its reason and recommendation."""
+    """A rule's verdict, with its reason and recommendation. A rule returns (True, reason) where it fires,
+    (False, reason) where it judged and found nothing, (None, reason) where it could judge nothing."""
     rule: str
     triggered: bool
     reason: str
     recommendation: str
     params: Mapping[str, float]
+    judged: bool = True
+
+    @property
+    def verdict(self) -> str:
+        """As the report's table says it."""
+        return "TRIGGERED" if self.triggered else "ok" if self.judged else "not judged"
 
     def to_json(self) -> dict[str, Any]:
-        return {"rule": self.rule, "triggered": self.triggered, "reason": self.reason,
-                "recommendation": self.recommendation if self.triggered else "", "params": dict(self.params)}
+        return {"rule": self.rule, "triggered": self.triggered, "judged": self.judged, "verdict": self.verdict,
+                "reason": self.reason, "recommendation": self.recommendation if self.triggered else "",
+                "params": dict(self.params)}
 
 
 def load_series(folders: Iterable[Path]) -> Series:
@@ -127,7 +135,7 @@ def _aligned(series: Series, keys: list[tuple[str, str, str]], patience: float) 
     return rows[int(patience):]
 
 
-def low_gpu_utilization(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
+def low_gpu_utilization(series: Series, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
     findings, judged, seen = [], 0, 0
     for host in hosts(series):
         for gpu in gpus(series, host):
@@ -145,11 +153,11 @@ def low_gpu_utilization(series: Series, p: Mapping[str, float]) -> tuple[bool, s
     if findings:
         return True, "; ".join(findings)
     if not judged:  # a short job: nothing past the patience, so nothing is known (not "busy")
-        return False, _unjudged(p, bool(seen))
+        return None, _unjudged(p, bool(seen))
     return False, "every GPU busy and steady"
 
 
-def cpu_bottleneck(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
+def cpu_bottleneck(series: Series, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
     findings, checked, with_gpus = [], 0, 0
     for host in hosts(series):
         gpu_keys = [(host, g, "GPUUtilization") for g in gpus(series, host)]
@@ -167,10 +175,10 @@ def cpu_bottleneck(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
                             f"{share:.0f}% of datapoints (> {p['threshold']:g}%)")
     if findings or checked:
         return bool(findings), "; ".join(findings) or "no CPU bottleneck"
-    return False, _unjudged(p, bool(with_gpus))
+    return None, _unjudged(p, bool(with_gpus))
 
 
-def batch_size(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
+def batch_size(series: Series, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
     findings, seen, judged = [], False, False
     for host in hosts(series):
         cpu = _values(series, host, "cpu_total", "CPUUtilization", p["patience"])
@@ -187,10 +195,10 @@ def batch_size(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
                     break
     if findings or judged:
         return bool(findings), "; ".join(findings) or "no sign of a too small batch"
-    return False, _unjudged(p, seen)
+    return None, _unjudged(p, seen)
 
 
-def gpu_memory_increase(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
+def gpu_memory_increase(series: Series, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
     findings, seen, judged = [], False, False
     for host in hosts(series):
         for gpu in gpus(series, host):
@@ -205,10 +213,10 @@ def gpu_memory_increase(series: Series, p: Mapping[str, float]) -> tuple[bool, s
                     break
     if findings or judged:
         return bool(findings), "; ".join(findings) or "GPU memory steady"
-    return False, _unjudged(p, seen)
+    return None, _unjudged(p, seen)
 
 
-def io_bottleneck(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
+def io_bottleneck(series: Series, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
     findings, judged = [], False
     for host in hosts(series):
         gpu_keys = [(host, g, "GPUUtilization") for g in gpus(series, host)]
@@ -222,10 +230,10 @@ def io_bottleneck(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
             findings.append(f"{host}: I/O wait > {p['io_threshold']:g}% in {share:.0f}% of datapoints (> {p['threshold']:g}%)")
     if findings or judged:
         return bool(findings), "; ".join(findings) or "no I/O bottleneck"
-    return False, _unjudged(p, bool(hosts(series)), "samples")
+    return None, _unjudged(p, bool(hosts(series)), "samples")
 
 
-def low_cpu_utilization(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
+def low_cpu_utilization(series: Series, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
     findings, seen, judged = [], False, False
     for host in hosts(series):
         if gpus(series, host):
@@ -237,10 +245,10 @@ def low_cpu_utilization(series: Series, p: Mapping[str, float]) -> tuple[bool, s
             findings.append(f"{host}: CPU p95 {percentile(values, 95):.0f}% < {p['threshold_p95']:g}%")
     if findings or judged:
         return bool(findings), "; ".join(findings) or "CPUs used"
-    return False, _unjudged(p, seen, "host without GPUs")
+    return None, _unjudged(p, seen, "host without GPUs")
 
 
-def uneven_load(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
+def uneven_load(series: Series, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
     medians = {}
     seen = hosts(series)
     for host in seen:
@@ -250,9 +258,9 @@ def uneven_load(series: Series, p: Mapping[str, float]) -> tuple[bool, str]:
         if values:
             medians[host] = percentile(values, 50)
     if len(seen) < 2:
-        return False, "not judged: one host"
+        return None, "not judged: one host"
     if len(medians) < 2:  # a short job: too few hosts with samples past the patience to compare
-        return False, (f"not judged: {len(medians)} of {len(seen)} hosts have more datapoints than the patience "
+        return None, (f"not judged: {len(medians)} of {len(seen)} hosts have more datapoints than the patience "
                        f"({p['patience']:g})")
     busiest, idlest = max(medians.values()), min(medians.values())
     if busiest > 0 and (busiest - idlest) / busiest > p["threshold"]:
@@ -297,8 +305,8 @@ def run_rules(rules: Mapping[str, Any], defaults: Mapping[str, Mapping[str, floa
     results = []
     for name, rule in rules.items():
         params = {**defaults[name], **(overrides or {}).get(name, {})}
-        triggered, reason = rule(subject, params)
-        results.append(RuleResult(name, triggered, reason, recommendations[name], params))
+        verdict, reason = rule(subject, params)
+        results.append(RuleResult(name, verdict is True, reason, recommendations[name], params, verdict is not None))
     return results
 
 

@@ -235,14 +235,14 @@ def outliers(stats: RankStats, stddev: float, skip: int) -> tuple[list[tuple[int
     return found, mean, sd
 
 
-def _verdict(findings: list[str], judged: bool, healthy: str) -> tuple[bool, str]:
+def _verdict(findings: list[str], judged: bool, healthy: str) -> tuple[Optional[bool], str]:
     """A per-rank rule's verdict: its findings, or what a healthy job shows, or that nothing could be judged."""
     if not judged:
-        return False, "too few training steps to judge"
+        return None, "too few training steps to judge"
     return bool(findings), "; ".join(findings) or healthy
 
 
-def step_outlier(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
+def step_outlier(ctx: StepContext, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
     findings, judged = [], 0
     for node, stats in ctx.ranks.items():
         found, mean, sd = outliers(stats, p["stddev"], p["skip"])
@@ -256,14 +256,14 @@ def step_outlier(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
     return _verdict(findings, bool(judged), f"no rank has more than {p['n_outliers']:g} outlier steps")
 
 
-def rank_imbalance(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
+def rank_imbalance(ctx: StepContext, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
     ranks = [s for s in ctx.ranks.values() if s.train_steps >= p["min_steps"]]
     if len(ranks) < 2:
-        return False, "fewer than two ranks with enough training steps"
+        return None, "fewer than two ranks with enough training steps"
     cycles = {s.node: s.median_step_ms + s.median_between_ms for s in ranks}
     cycle = statistics.median(cycles.values())
     if cycle <= 0:
-        return False, "no step time"
+        return None, "no step time"
     gaps = {s.node: s.median_between_ms for s in ranks}
     slow, fast = max(gaps, key=gaps.get), min(gaps, key=gaps.get)
     if (gaps[slow] - gaps[fast]) / cycle > p["threshold"] and gaps[slow] - gaps[fast] > p["min_ms"]:
@@ -278,16 +278,16 @@ def rank_imbalance(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]
     return False, f"ranks balanced: median ms between steps {spread} of a {cycle:.1f} ms cycle"
 
 
-def slow_initialization(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
+def slow_initialization(ctx: StepContext, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
     ph = ctx.phases
     if ph.first_step is None:
-        return False, "no training step recorded"
+        return None, "no training step recorded"
     share = ph.initialization_s / ph.duration_s if ph.duration_s > 0 else 0.0
     text = f"the first training step started {ph.initialization_s:.1f} s into the job ({share:.0%} of {ph.duration_s:.1f} s)"
     return ph.initialization_s > p["min_seconds"] and share > p["threshold"], text
 
 
-def input_bound(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
+def input_bound(ctx: StepContext, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
     findings, judged = [], []
     for node, stats in ctx.ranks.items():
         if stats.between_count < p["min_steps"]:
@@ -300,10 +300,10 @@ def input_bound(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
     return _verdict(findings, bool(judged), f"time between steps: {', '.join(judged)} of the step cycle")
 
 
-def allreduce_bound(ctx: StepContext, p: Mapping[str, float]) -> tuple[bool, str]:
+def allreduce_bound(ctx: StepContext, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
     t = ctx.timeline
     if t is None:
-        return False, "no Horovod timeline (HOROVOD_TIMELINE)"
+        return None, "no Horovod timeline (HOROVOD_TIMELINE)"
     text = (f"collectives {t.collective_s:.1f} s ({t.collective_share:.0%}) and negotiation {t.negotiate_s:.1f} s "
             f"({t.negotiate_share:.0%}) of the timeline's {t.span_s:.1f} s, over {t.tensors} tensors")
     return t.collective_share > p["threshold"], text
