@@ -116,6 +116,7 @@ def _sshd_settings(config_text: str) -> dict[str, str]:
         config, key = Path(folder, "sshd_config"), Path(folder, "host")
         config.write_text(config_text)
         subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], check=True, timeout=30)
+        Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)  # as train makes it before sshd starts
         shown = subprocess.run(["/usr/sbin/sshd", "-T", "-f", str(config), "-h", str(key)], capture_output=True,
                                text=True, timeout=30)
     assert shown.returncode == 0, shown.stderr
