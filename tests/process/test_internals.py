@@ -95,7 +95,9 @@ def test_a_documented_setting_reaches_every_rank_unchanged(mpi_ranks_env, name: 
 
 
 # What mpirun, Python and the shell put in every process's environment
-NOT_OURS = ("OMPI_", "PMIX_", "OPAL_", "PRTE_", "HWLOC_", "PWD", "OLDPWD", "SHLVL", "_", "LC_CTYPE", "PYTHONPATH")
+# Open MPI's own (its launch, and libopen-pal switching off the PSM/HFI libraries' backtraces), the shell's
+NOT_OURS = ("OMPI_", "PMIX_", "OPAL_", "PRTE_", "HWLOC_", "HFI_NO_BACKTRACE", "IPATH_NO_BACKTRACE", "PWD", "OLDPWD",
+            "SHLVL", "_", "LC_CTYPE", "PYTHONPATH")
 
 
 def test_every_variable_the_ranks_get_beyond_the_toolkits_and_the_job_is_declared(mpi_ranks_env) -> None:
