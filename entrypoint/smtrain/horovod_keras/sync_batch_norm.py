@@ -39,7 +39,6 @@ def sync_batch_normalization_class() -> type:
             if kwargs.get("synchronized"):
                 raise ValueError("SyncBatchNormalization synchronises through Horovod: leave synchronized=False "
                                  "(Keras 3's own synchronisation is tf.distribute's)")
-            kwargs.setdefault("name", "sync_batch_normalization")
             super().__init__(**kwargs)
 
         def _moments(self, inputs: Any, mask: Any) -> Any:
