@@ -36,7 +36,8 @@ tf.Variable and tf.keras layers); a `DistributedGradientTape`'s gradients are ma
 distributed optimizer - Keras 3's, or tf_keras's under the fourth edit - applies them without reducing
 them again (Sum twice doubled each step); and `SyncBatchNormalization`, where `tf.keras` is Keras 3, is
 this product's Keras 3 layer (Horovod's passes tf_keras's `fused=False` and overrides tf_keras's
-`_moments`).
+`_moments`); on tf_keras, Horovod's layer takes Keras's own unique names (it named every instance
+`sync_batch_normalization`, so a second one in a Sequential or functional model was refused).
 
 Idempotent and quick: scripts/setup.sh and the image run it after the stack is built (a step of its
 own, so that a change here does not rebuild Horovod); it fails loudly if Horovod's source is not
@@ -266,6 +267,11 @@ def _smtrain_keras3_layer():
 
 SyncBatchNormalization = _smtrain_keras3_layer() or SyncBatchNormalization  # noqa: F811
 """
+SYNC_BATCH_NORM_NAME = """    if not kwargs.get('name', None):
+      kwargs['name'] = 'sync_batch_normalization'
+"""
+SYNC_BATCH_NORM_NAME_OF_KERAS = """    # smtrain: Keras names it (sync_batch_normalization, then _1, _2 ...): one fixed name failed a second layer
+"""
 # (Horovod's line, the patched line, what an earlier version of this patch made of it)
 LR_READS = (
     ("        old_lr = self.backend.get_value(self.model.optimizer.lr)\n",
@@ -369,6 +375,7 @@ EDITS = (
     Edit("tensorflow/__init__.py", TAPE_RESULT, TAPE_RESULT_MARKED),
     Edit("tensorflow/sync_batch_norm.py", SYNC_BATCH_NORM_END, SYNC_BATCH_NORM_END_OF_KERAS3,
          (SYNC_BATCH_NORM_END_AT_IMPORT,)),
+    Edit("tensorflow/sync_batch_norm.py", SYNC_BATCH_NORM_NAME, SYNC_BATCH_NORM_NAME_OF_KERAS),
 )
 
 CHECK = """

@@ -251,12 +251,13 @@ def test_the_elastic_callbacks_and_run(found: list[dict[str, Any]], flavour: str
 @both
 def test_sync_batch_normalization_normalises_as_one_batch_of_every_ranks_batch(
         found: list[dict[str, Any]], flavour: str) -> None:
-    """fit and a custom loop: weights and moving statistics as one process with BatchNormalization on the union
-    of the ranks' batches (float tolerance: E[x^2] - E[x]^2), equal on both ranks, and so is inference."""
+    """fit and a custom loop, a model with two of them: weights and moving statistics as one process with
+    BatchNormalization on the union of the ranks' batches (float tolerance: E[x^2] - E[x]^2), equal on both ranks, and so is inference."""
     ranks = case(found, "sync-batch-normalization", flavour)
     for mode in ("fit", "loop"):
         runs = [r[mode] for r in ranks]
-        assert runs[0]["layer"] == "SyncBatchNormalization"
+        (kind, first), (same_kind, second) = runs[0]["norms"]
+        assert kind == same_kind == "SyncBatchNormalization" and first != second  # two in one model
         assert_same_on_every_rank([r["weights"] for r in runs])
         assert_close(runs[0]["weights"], runs[0]["expected"], 1e-4)
         assert_same_on_every_rank([[r["inference"]] for r in runs])

@@ -66,7 +66,8 @@ def new_model(K, kind="dense", norm=None):
     if kind == "embedding":
         return K.Sequential([K.Input((3,), dtype="int32"), K.layers.Embedding(20, 4), K.layers.Flatten(),
                              K.layers.Dense(1)])
-    middle = [norm()] if norm is not None else []
+    # two normalisation layers, as real models have: each must take a name of its own and its own statistics
+    middle = [norm(), K.layers.Dense(6, activation="tanh"), norm()] if norm is not None else []
     return K.Sequential([K.Input((4,)), K.layers.Dense(8, activation="tanh"), *middle, K.layers.Dense(1)])
 
 
@@ -586,7 +587,7 @@ def sync_batch_normalization(flavour):
         trained = train(K, model, hvd.DistributedOptimizer(K.optimizers.SGD(LR)), mode)
         out[mode] = {"weights": trained, "expected": reference(K, first, norm=K.layers.BatchNormalization),
                      "inference": np.asarray(model(x[:4], training=False)).tolist(),
-                     "layer": type(model.layers[1]).__name__}
+                     "norms": [(type(layer).__name__, layer.name) for layer in model.layers[1::2]]}
     plain = new_model(K, norm=K.layers.BatchNormalization)
     plain.set_weights([np.array(w, "float32") for w in out["loop"]["expected"]])
     out["expected_inference"] = np.asarray(plain(x[:4], training=False)).tolist()
