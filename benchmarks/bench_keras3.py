@@ -2,7 +2,9 @@
 one model's `fit` (benchmarks/programs/keras_steps.py: an MNIST-sized MLP, batch 64 per rank, in graph mode as
 `fit` runs it) through the real `train`, 1 host x 2 ranks with Horovod (a SageMaker MPI job), and 1 process
 without Horovod whose TensorFlow threads are one rank's share (1 of this 2-core VM's cores, as `train` gives
-each of 2 ranks). Alternating rounds, the order rotating; medians of the rounds.
+each of 2 ranks). Alternating rounds, the order rotating; the step times are medians of the rounds, each
+ratio the median of the rounds' own ratios (the machine's speed drifts between rounds more than between the
+cases of one round).
 
     /opt/smtrain/venv/bin/python benchmarks/bench_keras3.py [--rounds 5] [--steps 200]
 
@@ -66,9 +68,12 @@ def main() -> None:
     medians = {name: statistics.median(values) for name, values in results.items()}
     for name, value in medians.items():
         print(f"median {name}: {value:.2f} ms a step")
-    print_figures({"keras3_vs_tf_keras_horovod": medians["tf_keras_horovod"] / medians["keras3_horovod"],
-                   "keras3_vs_tf_keras_syncbn": medians["tf_keras_syncbn"] / medians["keras3_syncbn"],
-                   "keras3_horovod_over_alone": medians["keras3_horovod"] / medians["keras3_alone"],
+    def ratio(over: str, under: str) -> float:  # each round's own ratio (its two cases seconds apart), their median
+        return statistics.median(a / b for a, b in zip(results[over], results[under]))
+
+    print_figures({"keras3_vs_tf_keras_horovod": ratio("tf_keras_horovod", "keras3_horovod"),
+                   "keras3_vs_tf_keras_syncbn": ratio("tf_keras_syncbn", "keras3_syncbn"),
+                   "keras3_horovod_over_alone": ratio("keras3_horovod", "keras3_alone"),
                    "keras3_horovod_step_ms": medians["keras3_horovod"], "tf_keras_horovod_step_ms": medians["tf_keras_horovod"],
                    "keras3_alone_step_ms": medians["keras3_alone"], "keras3_syncbn_step_ms": medians["keras3_syncbn"],
                    "tf_keras_syncbn_step_ms": medians["tf_keras_syncbn"]})

@@ -1,6 +1,6 @@
 """What the toolkit keeps to itself, and how it stops its own processes (real `train`, real mpirun):
 - every documented setting reaches the program, the rank contract (the control token) does not; secrets never appear in toolkit lines or output/failure;
-- helpers are stopped together against one deadline, even one that ignores SIGTERM;
+- helpers are stopped together against one deadline, even one that ignores SIGTERM; asked to stop ahead, once;
 - a failure while starting is reported with its own class and code and leaves nothing running;
 - ending what a job left behind reaps every descendant, also those that die while it looks."""
 from __future__ import annotations
@@ -192,6 +192,39 @@ def test_a_helper_that_ignores_sigterm_does_not_stretch_the_exit(tmp_path: Path)
     assert status == 0, proc.stderr.read().decode()[-2000:] if proc.stderr else ""
     assert took <= 2 + 5, f"train took {took:.1f} s after SIGTERM"
     assert processes_mentioning(str(tree.base)) == []
+
+
+def test_helpers_asked_to_stop_finish_while_train_goes_on_and_get_one_sigterm(tmp_path: Path) -> None:
+    """`ask_to_stop` (the master, before it gathers the workers' profiler data): SIGTERM now, no wait; `stop`
+    then waits for the helper's own end, without a second SIGTERM (which would cut its last write short)."""
+    from smtrain.proc.helpers import HelperGroup
+
+    told = tmp_path / "told"
+    code = ("import signal, sys, time\n"
+            "def stop(*_):\n"
+            f"    open({str(told)!r}, 'a').write('term\\n'); time.sleep(0.5); sys.exit(0)\n"
+            "signal.signal(signal.SIGTERM, stop)\n"
+            "time.sleep(60)\n")
+    helpers = HelperGroup()
+    with helpers:
+        helper = helpers.start("slow to stop", [sys.executable, "-c", code])
+        deadline = time.monotonic() + 30
+        while not _catches_sigterm(helper.process.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        asked = time.monotonic()
+        helpers.ask_to_stop()
+        assert time.monotonic() - asked < 0.3 and helper.process.poll() is None  # still writing its last part
+        while not told.exists() and time.monotonic() < deadline:  # train does something else meanwhile
+            time.sleep(0.02)
+        helpers.stop()
+        assert helper.process.poll() == 0  # its own end, not a SIGKILL
+    assert told.read_text() == "term\n"
+
+
+def _catches_sigterm(pid: int) -> bool:
+    status = Path(f"/proc/{pid}/status").read_text()
+    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(caught & (1 << (signal.SIGTERM - 1)))
 
 
 def _cmdline(pid: int) -> bytes:

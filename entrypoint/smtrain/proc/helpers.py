@@ -44,16 +44,20 @@ def spawn_helper(argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] =
     return proc
 
 
-def stop_all(helpers: Sequence[Helper], wait_s: float = HELPER_STOP_S) -> None:
-    """SIGTERM to every helper at once; one deadline for all; SIGKILL to the rest; reap them all."""
+def stop_all(helpers: Sequence[Helper], wait_s: float = HELPER_STOP_S, signalled: bool = False) -> None:
+    """SIGTERM to every helper at once (not again where `signalled`); one deadline for all; SIGKILL to the
+    rest; reap them all. Looked at every millisecond at first (a helper stops in a few, and every host's
+    end waits for its helpers), then less often."""
     running = [h for h in helpers if h.process.poll() is None]
-    for helper in running:
-        _signal(helper.process, signal.SIGTERM)
-    deadline = time.monotonic() + wait_s
+    if not signalled:
+        for helper in running:
+            _signal(helper.process, signal.SIGTERM)
+    deadline, pause = time.monotonic() + wait_s, 0.001
     while running and time.monotonic() < deadline:
         running = [h for h in running if h.process.poll() is None]
         if running:
-            time.sleep(0.02)
+            time.sleep(pause)
+            pause = min(2 * pause, 0.02)
     for helper in running:
         log(f"{helper.name} did not stop within {wait_s:g} s of SIGTERM: sending SIGKILL")
         _signal(helper.process, signal.SIGKILL)
@@ -77,6 +81,7 @@ class HelperGroup:
 
     def __init__(self) -> None:
         self.helpers: list[Helper] = []
+        self._asked = False  # ask_to_stop has sent SIGTERM to every helper
 
     def start(self, name: str, argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None,
               env: Optional[Mapping[str, str]] = None) -> Helper:
@@ -97,9 +102,19 @@ class HelperGroup:
         """The group's process ids (spared by the program's signals)."""
         return [h.process.pid for h in self.helpers]
 
+    def ask_to_stop(self) -> None:
+        """SIGTERM to every helper now, without waiting for them: they finish (the monitor writes its last
+        samples) while `train` does something else, and `stop()` then waits for them."""
+        if not self._asked:
+            for helper in self.helpers:
+                if helper.process.poll() is None:
+                    _signal(helper.process, signal.SIGTERM)
+            self._asked = True
+
     def stop(self) -> None:
-        """Stops every helper of the group: SIGTERM at once, SIGKILL to those left after one deadline."""
-        stop_all(self.helpers)
+        """Stops every helper of the group: SIGTERM at once (unless asked already), SIGKILL to those left after
+        one deadline."""
+        stop_all(self.helpers, signalled=self._asked)
 
     def __enter__(self) -> "HelperGroup":
         return self

@@ -81,9 +81,10 @@ class Master:
             outcome = self.attempts.outcome()
             self.policy.release()
             server.announce_end(outcome.status, outcome.reason)
-            job.helpers.stop()  # this host's monitor writes its last samples while the workers pack theirs
+            job.helpers.ask_to_stop()  # this host's monitor writes its last samples while the workers ship theirs
             if self.plan.profiler_dir is not None and workers:
                 job.report_notes += gather_profiles(server, list(workers))
+            job.helpers.stop()
             server.await_hang_ups()
         finally:
             server.close()
