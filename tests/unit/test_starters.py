@@ -201,6 +201,9 @@ def test_the_worker_role_serves_takes_the_admission_and_hands_the_policy_its_sig
         try:
             with pytest.raises(StartupFailed, match="the master 127.0.0.1 gave no allocation"):
                 refused._join()  # the worker says nothing: it never joined
+            deadline = time.monotonic() + 10  # the server records the hello's connection just after its welcome
+            while "algo-2" not in refusing.records and time.monotonic() < deadline:
+                time.sleep(0.01)
             assert refusing.records["algo-2"].state is HostState.CONNECTED
         finally:
             refused.client.close()
