@@ -252,7 +252,8 @@ def test_the_elastic_callbacks_and_run(found: list[dict[str, Any]], flavour: str
 def test_sync_batch_normalization_normalises_as_one_batch_of_every_ranks_batch(
         found: list[dict[str, Any]], flavour: str) -> None:
     """fit and a custom loop, a model with two of them: weights and moving statistics as one process with
-    BatchNormalization on the union of the ranks' batches (float tolerance: E[x^2] - E[x]^2), equal on both ranks, and so is inference."""
+    BatchNormalization on the union of the ranks' batches (float tolerance: E[x^2] - E[x]^2), equal on both
+    ranks, and so is inference."""
     ranks = case(found, "sync-batch-normalization", flavour)
     for mode in ("fit", "loop"):
         runs = [r[mode] for r in ranks]

@@ -50,8 +50,7 @@ def stop_all(helpers: Sequence[Helper], wait_s: float = HELPER_STOP_S, signalled
     end waits for its helpers), then less often."""
     running = [h for h in helpers if h.process.poll() is None]
     if not signalled:
-        for helper in running:
-            _signal(helper.process, signal.SIGTERM)
+        _terminate(running)
     deadline, pause = time.monotonic() + wait_s, 0.001
     while running and time.monotonic() < deadline:
         running = [h for h in running if h.process.poll() is None]
@@ -66,6 +65,13 @@ def stop_all(helpers: Sequence[Helper], wait_s: float = HELPER_STOP_S, signalled
             helper.process.wait(timeout=5)
         except subprocess.TimeoutExpired:  # unkillable (stuck in the kernel): nothing more to do
             log(f"{helper.name} (pid {helper.process.pid}) survived SIGKILL")
+
+
+def _terminate(helpers: Sequence[Helper]) -> None:
+    """SIGTERM to each of `helpers` still running."""
+    for helper in helpers:
+        if helper.process.poll() is None:
+            _signal(helper.process, signal.SIGTERM)
 
 
 def _signal(process: subprocess.Popen, signum: int) -> None:
@@ -106,9 +112,7 @@ class HelperGroup:
         """SIGTERM to every helper now, without waiting for them: they finish (the monitor writes its last
         samples) while `train` does something else, and `stop()` then waits for them."""
         if not self._asked:
-            for helper in self.helpers:
-                if helper.process.poll() is None:
-                    _signal(helper.process, signal.SIGTERM)
+            _terminate(self.helpers)
             self._asked = True
 
     def stop(self) -> None:
