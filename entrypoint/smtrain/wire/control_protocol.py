@@ -145,8 +145,8 @@ class LineReader:
         while b"\n" not in self._buffer:
             if len(self._buffer) > MAX_MESSAGE:
                 raise ValueError("control message too long")
-            self.sock.settimeout(timeout)
             try:
+                self.sock.settimeout(timeout)  # raises once the socket is closed: the end, as EOF
                 chunk = self.sock.recv(65536)
             except socket.timeout:
                 raise TimeoutError from None
@@ -204,7 +204,7 @@ class ControlClient:
 
     def readable(self, timeout: float) -> bool:
         """Whether a message (or the end of the connection) can be read now, waiting up to `timeout`."""
-        if self._reader.has_buffered():
+        if self._reader.has_buffered() or self.sock.fileno() < 0:  # closed here: `receive` tells the end
             return True
         return bool(select.select([self.sock], [], [], max(0.0, timeout))[0])
 
