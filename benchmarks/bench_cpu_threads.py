@@ -1,7 +1,9 @@
-"""CPU instances, P Horovod ranks on one host: the step time with the toolkit's thread split
-(OMP_NUM_THREADS and TF's intra-/inter-op pools = cores/P for each rank) against each rank using
-every core (what TensorFlow does unless told: TF_NUM_INTRAOP_THREADS etc. set to the core count),
-alternating runs of the real `train` with single-host MPI, in one run.
+"""CPU instances, P Horovod ranks on one host: the step time with the toolkit's share of the cores
+(OMP_NUM_THREADS and TF's intra-/inter-op pools = cores/P for each rank, and Open MPI yielding the core
+while a rank waits) against each rank using every core (what TensorFlow does unless told:
+TF_NUM_INTRAOP_THREADS etc. set to the core count) and against the split with Open MPI spinning while it
+waits (its default where a host has a slot per rank: OMPI_MCA_mpi_yield_when_idle=0), alternating runs of
+the real `train` with single-host MPI, in one run.
 
     /opt/smtrain/venv/bin/python benchmarks/bench_cpu_threads.py [--ranks 2] [--runs 3]
 """
@@ -22,10 +24,11 @@ from figures import print_figures  # benchmarks/figures.py
 HERE = Path(__file__).resolve().parent
 TRAIN = str(Path(sys.executable).parent / "train")
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+MPI_YIELD = "OMPI_MCA_mpi_yield_when_idle"
 
 
 def run(base: Path, ranks: int, threads: dict[str, str]) -> float:
-    """One job's median step time; `threads` set by hand (empty: the toolkit's split)."""
+    """One job's median step time; `threads` set by hand (empty: the toolkit's share)."""
     shutil.rmtree(base, ignore_errors=True)
     (base / "input" / "config").mkdir(parents=True)
     (base / "code").mkdir()
@@ -36,7 +39,7 @@ def run(base: Path, ranks: int, threads: dict[str, str]) -> float:
                "inputdataconfig.json": {}}
     for name, content in configs.items():
         (base / "input" / "config" / name).write_text(json.dumps(content))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SAGEMAKER_", *THREAD_VARIABLES))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SM_", "SAGEMAKER_", *THREAD_VARIABLES, MPI_YIELD))}
     env.update(SAGEMAKER_BASE_DIR=str(base), SM_SYSTEM_MONITOR="off", SM_CONTROL_PORT="17400")
     env.update(threads)
     done = subprocess.run([TRAIN], env=env, capture_output=True, timeout=600)
@@ -51,17 +54,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-cpu-threads-")) / "ml"
-    split, every_core = [], []
+    split, every_core, spinning = [], [], []
     for _ in range(args.runs):
         split.append(run(base, args.ranks, {}))
         every_core.append(run(base, args.ranks, {name: str(os.cpu_count()) for name in THREAD_VARIABLES}))
+        spinning.append(run(base, args.ranks, {MPI_YIELD: "0"}))
     shutil.rmtree(base.parent, ignore_errors=True)
-    s, e = statistics.median(split), statistics.median(every_core)
-    print(f"{os.cpu_count()} cores, {args.ranks} ranks: median step {s * 1000:.1f} ms with the split, "
-          f"{e * 1000:.1f} ms with every rank using every core")
-    print_figures({"cpu_step_ms_split": s * 1000, "cpu_step_ms_every_core": e * 1000,
-                   "cpu_step_split_speedup": e / s})
-
+    s, e, w = statistics.median(split), statistics.median(every_core), statistics.median(spinning)
+    print(f"{os.cpu_count()} cores, {args.ranks} ranks: median step {s * 1000:.1f} ms with the toolkit's share, "
+          f"{e * 1000:.1f} ms with every rank using every core, {w * 1000:.1f} ms with MPI spinning while it waits")
+    print_figures({"cpu_step_ms_split": s * 1000, "cpu_step_ms_every_core": e * 1000, "cpu_step_ms_spinning": w * 1000,
+                   "cpu_step_split_speedup": e / s, "cpu_step_yield_speedup": w / s})
 
 if __name__ == "__main__":
     main()

@@ -48,7 +48,7 @@ from smtrain import pipes  # noqa: E402
 from smtrain.data.demux import demux_epoch  # noqa: E402
 from smtrain.data.fingerprints import fingerprint, to_bytes  # noqa: E402
 from smtrain.data.record_reader import RecordFormat, encode_tfrecord  # noqa: E402
-from smtrain.rank.launcher import cpu_threads  # noqa: E402
+from smtrain.rank.launcher import cpu_share  # noqa: E402
 
 READER = """
 import sys, time
@@ -239,11 +239,11 @@ def time_demux(data: Path, source: Path, ranks: int, count: int, batch: int = 0)
         return [sys.executable, "-c", BATCHED_READER, prefix, str(batch)] if batch else [sys.executable, "-c", READER, prefix]
 
     # Each reader as `train` starts a rank on a host without GPUs: cores / P threads for TF and OpenMP
-    # (smtrain.rank.launcher.cpu_threads). With TF's defaults, P processes each spin a pool of one
+    # (smtrain.rank.launcher.cpu_share). With TF's defaults, P processes each spin a pool of one
     # thread per core on the cores the demultiplexer needs.
     # And the native op, whatever the last measure set in this process's environment (the Python
     # fallback's measure sets SMTRAIN_NATIVE_PIPES=0: earlier runs timed the fallback here).
-    env = {**os.environ, **cpu_threads({"SM_LOCAL_SIZE": str(ranks), "SM_NUM_GPUS": "0"}, os.cpu_count() or 1),
+    env = {**os.environ, **cpu_share({"SM_LOCAL_SIZE": str(ranks), "SM_NUM_GPUS": "0"}, os.cpu_count() or 1),
            "SMTRAIN_NATIVE_PIPES": "1"}
     os.environ["SMTRAIN_NATIVE_PIPES"] = "1"  # the demultiplexer (in this process) frames in native code, as in train
     readers = [subprocess.Popen(argv(r), stdout=subprocess.PIPE, text=True, env=env) for r in range(ranks)]

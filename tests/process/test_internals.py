@@ -120,6 +120,7 @@ def test_only_the_rank_contract_is_kept_from_the_ranks(mpi_ranks_env) -> None:
         assert env["SM_RANK"] == str(rank) and env["SM_PIPE_TRAIN"].endswith(f"train-{rank}")
         cores_each = str(max(1, (os.cpu_count() or 1) // 2))  # no GPU, 2 ranks: the cores are split
         assert env["OMP_NUM_THREADS"] == env["TF_NUM_INTRAOP_THREADS"] == cores_each
+        assert env["OMPI_MCA_mpi_yield_when_idle"] == "1"  # and MPI yields them while it waits
 
 
 def test_the_s3_and_pipe_reader_settings_take_effect_in_the_program(tmp_path: Path) -> None:

@@ -368,9 +368,10 @@ def _home(name: str) -> str:
     return next((home for home in MPI_HOMES if name == home or name.startswith(home + ".")), name)
 
 
-# The declaration tables: one row per setting, failure cause, control message or program, each naming what it
-# is about - MPI's too - as data; no logic lives there.
-DECLARATIONS = ("smtrain.config.settings", "smtrain.errors", "smtrain.wire.control_protocol", "smtrain.wire.programs")
+# The declaration tables: one row per setting, failure cause, control message, program or variable a program
+# gets, each naming what it is about - MPI's too - as data; no logic lives there.
+DECLARATIONS = ("smtrain.config.settings", "smtrain.errors", "smtrain.wire.control_protocol", "smtrain.wire.programs",
+                "smtrain.wire.program_env")
 
 
 def test_mpi_is_named_in_five_homes_at_most() -> None:

@@ -130,16 +130,17 @@ def test_heartbeat_timeout_is_read_and_bounded(tmp_path: Path) -> None:
         load_config(make_tree(tmp_path / "x", hyperparameters={"sagemaker_heartbeat_timeout_seconds": "1"}).env())
 
 
-def test_cpu_ranks_split_the_cores_unless_told_otherwise() -> None:
-    from smtrain.rank.launcher import cpu_threads
+def test_cpu_ranks_split_the_cores_and_yield_them_in_mpi_unless_told_otherwise() -> None:
+    from smtrain.rank.launcher import cpu_share
 
     cpu = {"SM_LOCAL_SIZE": "4", "SM_NUM_GPUS": "0"}
-    assert cpu_threads(cpu, 16) == {"OMP_NUM_THREADS": "4", "TF_NUM_INTRAOP_THREADS": "4", "TF_NUM_INTEROP_THREADS": "4"}
-    assert cpu_threads({**cpu, "OMP_NUM_THREADS": "8"}, 16) == {"TF_NUM_INTRAOP_THREADS": "4",
-                                                                "TF_NUM_INTEROP_THREADS": "4"}
-    assert cpu_threads({"SM_LOCAL_SIZE": "3", "SM_NUM_GPUS": "0"}, 2)["OMP_NUM_THREADS"] == "1"
-    assert cpu_threads({"SM_LOCAL_SIZE": "8", "SM_NUM_GPUS": "8"}, 96) == {}  # GPU ranks: left alone
-    assert cpu_threads({"SM_LOCAL_SIZE": "1", "SM_NUM_GPUS": "0"}, 16) == {}  # one rank: TF's own defaults
+    assert cpu_share(cpu, 16) == {"OMP_NUM_THREADS": "4", "TF_NUM_INTRAOP_THREADS": "4", "TF_NUM_INTEROP_THREADS": "4",
+                                  "OMPI_MCA_mpi_yield_when_idle": "1"}
+    assert cpu_share({**cpu, "OMP_NUM_THREADS": "8", "OMPI_MCA_mpi_yield_when_idle": "0"}, 16) == {
+        "TF_NUM_INTRAOP_THREADS": "4", "TF_NUM_INTEROP_THREADS": "4"}
+    assert cpu_share({"SM_LOCAL_SIZE": "3", "SM_NUM_GPUS": "0"}, 2)["OMP_NUM_THREADS"] == "1"
+    assert cpu_share({"SM_LOCAL_SIZE": "8", "SM_NUM_GPUS": "8"}, 96) == {}  # GPU ranks: left alone
+    assert cpu_share({"SM_LOCAL_SIZE": "1", "SM_NUM_GPUS": "0"}, 16) == {}  # one rank: TF's own defaults
 
 
 def _strategy_plan(tmp_path: Path, hyperparameters: dict, current: str, hosts=("algo-1", "algo-2", "algo-3")):

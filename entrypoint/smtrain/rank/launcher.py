@@ -29,7 +29,7 @@ from .collectives import check_interval_s
 from .reporter import ProgressReporter, Reporter, task_rank
 from .watch import REPORT_TAIL_BYTES, FailureWatch
 
-__all__ = ["cpu_threads", "main", "rank_env", "with_startup_hook"]
+__all__ = ["cpu_share", "main", "rank_env", "with_startup_hook"]
 
 # Tells the stall watchdog when the rank calls Horovod's init and returns from it, and starts the step
 # profiler (startup/sitecustomize.py).
@@ -71,22 +71,28 @@ def rank_env(environ: Mapping[str, str], contract: Optional[RankContract]) -> di
         env.update(pipe_env(contract.pipes, int(env.get("SM_LOCAL_RANK", "0")), int(env.get("SM_RANK", "0"))))
         if contract.stall_timeout_s > 0:  # the user's own setting wins
             env.setdefault(STALL_CHECK_ENV, str(check_interval_s(contract.stall_timeout_s)))
-    env.update(cpu_threads(env, os.cpu_count() or 1))
+    env.update(cpu_share(env, os.cpu_count() or 1))
     return env
 
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
+# Open MPI's: a rank waiting in MPI yields its core (Open MPI does so by itself only where a host has
+# fewer slots than ranks)
+MPI_YIELD = "OMPI_MCA_mpi_yield_when_idle"
 
 
-def cpu_threads(env: Mapping[str, str], cores: int) -> dict[str, str]:
+def cpu_share(env: Mapping[str, str], cores: int) -> dict[str, str]:
     """On a host without GPUs, P ranks each get cores/P threads for OpenMP and for TensorFlow's
     intra- and inter-op pools, so that P ranks do not each start one thread per core and
-    oversubscribe the host. Variables the user set are left alone; with GPUs nothing is set."""
+    oversubscribe the host; and Open MPI yields the core while a rank waits - Horovod's background
+    thread waits in MPI every cycle, and spinning there takes a core from the ranks' compute.
+    Variables the user set are left alone; with GPUs nothing is set."""
     local_size = int(env.get("SM_LOCAL_SIZE", "1") or 1)
     if env.get("SM_NUM_GPUS", "0") not in ("", "0") or local_size < 2:
         return {}
     threads = str(max(1, cores // local_size))
-    return {name: threads for name in THREAD_VARIABLES if name not in env}
+    wanted = {**{name: threads for name in THREAD_VARIABLES}, MPI_YIELD: "1"}
+    return {name: value for name, value in wanted.items() if name not in env}
 
 
 def mark_ended(contract: RankContract, local_rank: int) -> None:

@@ -35,6 +35,9 @@ ADDED: tuple[ProgramVariable, ...] = (
                     "rank the others wait for"),
     ProgramVariable(("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS"),
                     "unless set, under MPI without GPUs with P >= 2 ranks a host: the host's cores / P each"),
+    ProgramVariable(("OMPI_MCA_mpi_yield_when_idle",),
+                    "1 unless set, under MPI without GPUs with P >= 2 ranks a host: a rank waiting in MPI (Horovod's "
+                    "background thread, every cycle) yields its core to the ranks' compute"),
     ProgramVariable(("SM_SKIP_TEARDOWN_ON_FAILURE",), "1 where restarts in place are asked for, unless set"),
     ProgramVariable(("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE", "FI_PROVIDER",
                      "FI_EFA_USE_DEVICE_RDMA", "NCCL_PROTO", "NCCL_DEBUG"),
