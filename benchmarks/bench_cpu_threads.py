@@ -21,10 +21,10 @@ from pathlib import Path
 
 from figures import print_figures  # benchmarks/figures.py
 
+from smtrain.rank.launcher import MPI_YIELD, THREAD_VARIABLES
+
 HERE = Path(__file__).resolve().parent
 TRAIN = str(Path(sys.executable).parent / "train")
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
-MPI_YIELD = "OMPI_MCA_mpi_yield_when_idle"
 
 
 def run(base: Path, ranks: int, threads: dict[str, str]) -> float:
@@ -65,6 +65,7 @@ def main() -> None:
           f"{e * 1000:.1f} ms with every rank using every core, {w * 1000:.1f} ms with MPI spinning while it waits")
     print_figures({"cpu_step_ms_split": s * 1000, "cpu_step_ms_every_core": e * 1000, "cpu_step_ms_spinning": w * 1000,
                    "cpu_step_split_speedup": e / s, "cpu_step_yield_speedup": w / s})
+
 
 if __name__ == "__main__":
     main()

@@ -83,13 +83,13 @@ def test_silence_times_out_and_an_endless_line_is_refused(pair) -> None:
         reader.read(timeout=5)
 
 
-
 def test_a_connection_closed_on_this_side_reads_as_its_end(pair) -> None:
     """A host's link thread may be reading when another thread closes the connection (the job's end)."""
     _, reader_sock = pair
     client = ControlClient(reader_sock)
     client.close()
     assert client.readable(5) and client.receive(timeout=5) is None
+
 
 SOURCE = Path(__file__).resolve().parent.parent.parent / "entrypoint" / "smtrain"
 

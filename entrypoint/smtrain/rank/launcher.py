@@ -29,7 +29,7 @@ from .collectives import check_interval_s
 from .reporter import ProgressReporter, Reporter, task_rank
 from .watch import REPORT_TAIL_BYTES, FailureWatch
 
-__all__ = ["cpu_share", "main", "rank_env", "with_startup_hook"]
+__all__ = ["MPI_YIELD", "THREAD_VARIABLES", "cpu_share", "main", "rank_env", "with_startup_hook"]
 
 # Tells the stall watchdog when the rank calls Horovod's init and returns from it, and starts the step
 # profiler (startup/sitecustomize.py).
