@@ -116,6 +116,9 @@ def test_what_a_restart_cannot_help_is_never_restarted() -> None:
     assert why_not_restart([_attempt(steps=30), _attempt(steps=30)], 5, None) == (
         "it failed at the same step again (step 30)")
     assert why_not_restart([_attempt(), _attempt()], 5, None) == "it failed the same way again"
+    # a repeat is named as one even where the restarted program failed before its progress reached train
+    # (resumed at the failing step, it fails right after Horovod's init)
+    assert why_not_restart([_attempt(), _attempt(progressed=False)], 5, None) == "it failed the same way again"
 
 
 def test_the_final_reason_names_every_attempt() -> None:

@@ -59,14 +59,14 @@ def why_not_restart(failed: Sequence[AttemptEnd], max_restarts: int, stopping: O
         return f"train was asked to stop ({stopping})"
     if isinstance(cause, CauseKind) and cause.not_restarted:  # declared with the cause (smtrain.errors)
         return cause.not_restarted
-    if not last.progressed:
-        return "the program failed before any progress"
-    if len(failed) >= 2:
+    if len(failed) >= 2:  # a repeat first: said whether or not the ranks' progress reached `train` in time
         before = failed[-2]
         if last.steps and last.steps == before.steps:
             return f"it failed at the same step again (step {last.steps})"
         if not last.steps and not before.steps and last.cause() == before.cause():
             return "it failed the same way again"
+    if not last.progressed:
+        return "the program failed before any progress"
     if len(failed) > max_restarts:
         return f"the limit of {max_restarts} restart(s) is reached"
     return None
