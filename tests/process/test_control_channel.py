@@ -189,3 +189,24 @@ def test_profiler_archives_are_taken_whole_in_memory_or_spilled_and_one_past_the
         server.close()
         for sock in workers.values():
             sock.close()
+
+
+def test_a_ranks_output_connection_reaches_our_stream_in_whole_lines_and_a_stranger_s_does_not(capfd) -> None:
+    """A rank's output: the `output` line and its first bytes in one segment (what the first line's reader
+    read past it is not lost), a line in pieces, a last line without its newline; a connection without the
+    job's token is dropped unread. `drain` waits until each connection has ended."""
+    server = ControlServer("127.0.0.1", 0, "token", lambda m: None)
+    try:
+        rank = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        stranger = socket.create_connection(("127.0.0.1", server.port), timeout=5)
+        stranger.sendall(encode(MessageType.OUTPUT, token="wrong", host="algo-9", rank=9, stream=1) + b"intruder\n")
+        rank.sendall(encode(MessageType.OUTPUT, token="token", host="algo-2", rank=3, stream=1) + b"first line\nsec")
+        time.sleep(0.2)
+        rank.sendall(b"ond line\nno newline")
+        rank.close()
+        time.sleep(0.2)  # both connections' first lines taken
+        assert server.rank_output.drain(5)
+        stranger.close()
+    finally:
+        server.close()
+    assert capfd.readouterr().out == "first line\nsecond line\nno newline\n"

@@ -161,3 +161,15 @@ def test_a_user_placement_replaces_the_binding_whole() -> None:
         argv = _command(cpus_per_rank=4, custom_options=custom).argv
         assert "slot:PE=4" not in argv and "hwthread" not in argv and argv.count("--use-hwthread-cpus") <= 1
         assert argv[-len(RANK) - len(custom):-len(RANK)] == custom
+
+
+@pytest.mark.parametrize("options,shapes", [
+    ((), False), (("--mca", "btl_tcp_if_include", "eth0"), False), (("--tag-output",), True), (("-tag-output",), True),
+    (("--output-filename", "/tmp/out"), True), (("--output-filename=/tmp/out",), True), (("--timestamp-output",), True),
+    (("-x", "NCCL_DEBUG=INFO", "--merge-stderr-to-stdout"), True), (("-x", "tag-output"), False),
+])
+def test_a_user_who_asks_mpirun_for_its_own_output_handling_gets_mpiruns_forwarding(options, shapes) -> None:
+    """Where the user's options shape the ranks' output (tags, files), mpirun's forwarding carries it as plain
+    mpirun would; otherwise each rank's output goes to the master's train in whole lines (run.rank_output)."""
+    from smtrain.plan.mpirun_command import mpirun_shapes_output
+    assert mpirun_shapes_output(options) is shapes

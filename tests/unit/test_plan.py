@@ -44,6 +44,7 @@ def test_master_runs_mpirun_with_the_rank_launcher_and_one_contract(tmp_path: Pa
     contract = RankContract.from_json(plan.env_set[RANK_CONTRACT_ENV])
     assert (contract.control_host, contract.control_port, contract.token) == ("algo-1", 7100, "t" * 32)
     assert [(p.channel, p.mode) for p in contract.pipes] == [("train", PipeMode.DEMUX)]
+    assert contract.output  # the ranks' output goes to the master's train in whole lines (run.rank_output)
     assert RankContract.from_json(contract.to_json()) == contract
     assert plan.coordination is not None and plan.coordination.control_bind == "0.0.0.0"
     starter = plan.coordination.starter

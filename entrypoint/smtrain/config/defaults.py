@@ -1,7 +1,7 @@
 """The toolkit's fixed timings, which no setting changes (the settings and their defaults: config.settings)."""
 from __future__ import annotations
 
-__all__ = ["ABORT_GRACE_S", "DEFAULT_BASE_DIR", "DEMUX_RESTART_WAIT_S", "HEARTBEAT_S", "HELPER_STOP_S", "PROFILE_WAIT_S",
+__all__ = ["ABORT_GRACE_S", "DEFAULT_BASE_DIR", "DEMUX_RESTART_WAIT_S", "HEARTBEAT_S", "HELPER_STOP_S", "OUTPUT_CONNECT_S", "OUTPUT_DRAIN_S", "PROFILE_WAIT_S",
            "REPORT_TIMEOUT_S", "STACK_DUMP_WAIT_S", "STALL_EXIT_HOLD_S"]
 
 DEFAULT_BASE_DIR = "/opt/ml"
@@ -26,3 +26,8 @@ DEMUX_RESTART_WAIT_S = 30.0
 # How long the master waits for the workers' profiler data after the job's end (a lost host: not at all).
 PROFILE_WAIT_S = 10.0
 
+# The ranks' output (smtrain.run.rank_output): how long a rank launcher tries to reach the master's control
+# server for its output connections (then it leaves its output to mpirun's forwarding, and says so), and how
+# long the master waits, once mpirun has ended, for the ranks' last lines to reach its log.
+OUTPUT_CONNECT_S = 10.0
+OUTPUT_DRAIN_S = 5.0

@@ -55,12 +55,13 @@ class KindInputs(NamedTuple):
                     for c in self.config.channels if c.mode is InputMode.PIPE or c.name in self.emulated]
         return assign_pipes(channels, self.config.paths.input_data_dir, ranks_per_host, mpi, world_size)
 
-    def contract(self, control_host: str, token: str, pipes: tuple[PipeAssignment, ...]) -> RankContract:
+    def contract(self, control_host: str, token: str, pipes: tuple[PipeAssignment, ...],
+                 output: bool = False) -> RankContract:
         """What every rank launcher of this host is told (wire.contract): where the control server is, `token`,
-        the grace period, its FIFOs and the stall watchdog's timeout."""
+        the grace period, its FIFOs, the stall watchdog's timeout and whether its output goes to the server."""
         settings = self.config.settings
         return RankContract(control_host, settings[CONTROL_PORT], token, settings[GRACE_PERIOD], pipes,
-                            stall_timeout_s=settings[STALL_TIMEOUT])
+                            stall_timeout_s=settings[STALL_TIMEOUT], output=output)
 
     def coordination(self, **decided: Any) -> Coordination:
         """A Coordination with what every kind takes from the config and the shape, plus `decided`."""

@@ -13,6 +13,9 @@ Choices (and why):
   Horovod's synthetic benchmark (benchmarks/bench_hvd_synthetic.py) needs it to keep up with mpirun. With GPUs, one rank, more ranks
   than CPUs, or outside SageMaker (local mode, `docker run`), nothing is bound. A user `--bind-to` or `--map-by` replaces the whole placement.
 - No `--tag-output`: it prefixes every line, which breaks SageMaker metric regexes anchored at `^`.
+- The ranks' stdout and stderr do not go through mpirun's forwarding, which cuts lines of two ranks into
+  each other: each rank launcher sends them to the master's `train` (smtrain.run.rank_output), unless
+  the user's options ask mpirun itself for something of the ranks' output (`mpirun_shapes_output`).
 - EFA (`FI_PROVIDER=efa`, and Open MPI's libfabric btl) wherever an EFA device is present, whatever
   the instance type says; device RDMA on the instance types whose EFA has it (EFA_RDMA_INSTANCE_TYPES);
   `NCCL_PROTO=simple` only where NCCL goes over EFA (the image has aws-ofi-nccl) without RDMA
@@ -25,10 +28,22 @@ from typing import Mapping, NamedTuple, Optional, Sequence
 from ..config.model import NetworkFacts
 from ..wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY
 
-__all__ = ["EFA_RDMA_INSTANCE_TYPES", "NOT_EXPORTED", "NOT_EXPORTED_PREFIXES", "SSHD", "MpiLayout",
+__all__ = ["EFA_RDMA_INSTANCE_TYPES", "OUTPUT_OPTIONS", "mpirun_shapes_output", "NOT_EXPORTED", "NOT_EXPORTED_PREFIXES", "SSHD", "MpiLayout",
     "MpirunCommand", "MpirunSpec", "SshdCommand", "choose_interface", "sshd_command", "cpus_per_rank", "is_exported", "layout", "mpirun_command", "split_nccl_debug"]
 
 SSHD = "/usr/sbin/sshd"
+
+
+# mpirun's options that shape the ranks' output (Open MPI 4.1's names; one dash or two): a user who asks for
+# one gets mpirun's forwarding, with its tags or files, as plain mpirun gives it
+OUTPUT_OPTIONS = frozenset({"tag-output", "timestamp-output", "output-filename", "merge-stderr-to-stdout", "xml",
+                            "xml-file", "xterm"})
+
+
+def mpirun_shapes_output(custom_options: Sequence[str]) -> bool:
+    """Whether the user's mpirun options ask mpirun for something of the ranks' output (`OUTPUT_OPTIONS`)."""
+    return any(option.lstrip("-").partition("=")[0] in OUTPUT_OPTIONS for option in custom_options
+               if option.startswith("-"))
 
 
 class SshdCommand(NamedTuple):

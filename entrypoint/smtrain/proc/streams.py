@@ -50,6 +50,7 @@ class LineRelay:
         lock: threading.Lock = STDERR_LOCK,
         max_line: int = DEFAULT_MAX_LINE,
         on_emit: Optional[Callable[[bytes], None]] = None,
+        initial: bytes = b"",
     ) -> None:
         self._source = source_fd
         self._target = target_fd
@@ -57,12 +58,17 @@ class LineRelay:
         self._lock = lock
         self._max_line = max_line
         self._on_emit = on_emit
+        self._initial = initial  # bytes of the stream already read by someone else (a connection's first line's reader)
         self._thread = threading.Thread(target=self._run, name=f"relay-{source_fd}", daemon=True)
 
     def start(self) -> "LineRelay":
         """Starts relaying in a thread of its own; returns self."""
         self._thread.start()
         return self
+
+    def running(self) -> bool:
+        """Whether it still relays (its stream's writers have not all closed it)."""
+        return self._thread.is_alive()
 
     def join(self, timeout: Optional[float] = None) -> bool:
         """Until the stream's writers closed it or `timeout` passed; whether it was closed."""
@@ -79,11 +85,9 @@ class LineRelay:
 
     def _run(self) -> None:
         pending = bytearray()
+        chunk = self._initial
         try:
             while True:
-                chunk = os.read(self._source, CHUNK)
-                if not chunk:
-                    break
                 pending += chunk
                 end = pending.rfind(b"\n")
                 if end >= 0:
@@ -92,6 +96,9 @@ class LineRelay:
                 elif len(pending) >= self._max_line:
                     self._emit(bytes(pending))
                     pending.clear()
+                chunk = os.read(self._source, CHUNK)
+                if not chunk:
+                    break
             if pending:
                 self._emit(bytes(pending) + b"\n")
         except OSError:

@@ -26,6 +26,7 @@ from ..proc.supervise import supervise
 from ..wire.contract import RankContract, without_internals
 from ..wire.pipe_assignment import PipeMode, pipe_env, rank_ended_marker
 from .collectives import check_interval_s
+from .output import send_output_to_master
 from .reporter import ProgressReporter, Reporter, task_rank
 from .watch import REPORT_TAIL_BYTES, FailureWatch
 
@@ -124,6 +125,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     contract = RankContract.from_environ(os.environ)
     env = rank_env(os.environ, contract)
+    if contract is not None and contract.output:
+        send_output_to_master(contract, env.get("SM_CURRENT_HOST", "?"), task_rank(env, contract))
     console.set_prefix(f"[train rank {task_rank(env, contract)}@{env.get('SM_CURRENT_HOST', '?')}] ")
     console.set_redactor(Redactor.of(env))
     grace = contract.grace_period_s if contract else GRACE_PERIOD.default

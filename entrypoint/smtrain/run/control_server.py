@@ -21,12 +21,14 @@ from ..wire.progress_file import Counts, InitPhase
 from ..wire.rank_failure import RankFailure
 from .attempt import HostState
 from .control_state import ControlState
+from .rank_output import RankOutput
 
 __all__ = ["FIRST", "ControlServer", "accept_queue"]
 
 SPOOL_BYTES = 1 << 20  # a worker's profiler archive is held in memory up to this size, then in a file
-# what may open a connection: a worker's hello, a rank's report (alone on its connection), a rank's first progress
-FIRST = (MessageType.HELLO, MessageType.RANK_EXIT, MessageType.PROGRESS)
+# what may open a connection: a worker's hello, a rank's report (alone on its connection), a rank's first progress,
+# a rank's output stream
+FIRST = (MessageType.HELLO, MessageType.RANK_EXIT, MessageType.PROGRESS, MessageType.OUTPUT)
 
 
 class ControlServer(ControlState):
@@ -45,6 +47,7 @@ class ControlServer(ControlState):
         self._heartbeat_timeout_s = heartbeat_timeout_s
         self._on_lost = on_lost  # called (from a reader thread) when a worker is lost mid-job
         self._ranks: list[socket.socket] = []  # rank launchers' lasting connections
+        self.rank_output = RankOutput()  # the ranks' stdout and stderr, each on a connection of its own
         self._listener = socket.create_server((bind, port), reuse_port=False, backlog=256)
         self.port = self._listener.getsockname()[1]
         self._incoming: Optional[Path] = None  # where workers' large profiler archives spill (accept_profiles)
@@ -144,7 +147,7 @@ class ControlServer(ControlState):
 
     def _serve(self, sock: socket.socket) -> None:
         """A connection, by its first message: a rank's report (taken before the connection stops counting
-        as in flight, and closed), a rank launcher's progress, or a worker's hello."""
+        as in flight, and closed), a rank launcher's progress, a rank's output stream, or a worker's hello."""
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         reader = LineReader(sock)
         first: Optional[Message] = None
@@ -163,6 +166,9 @@ class ControlServer(ControlState):
                 self.lock.notify_all()
         if first is not None and first.type is MessageType.PROGRESS and first.fields["token"] == self.token:
             self._follow_rank(sock, reader, first)
+        elif first is not None and first.type is MessageType.OUTPUT and first.fields["token"] == self.token \
+                and first.fields["stream"] in (1, 2):
+            self.rank_output.follow(sock, reader.take_buffered(), first.fields["stream"])
         elif first is not None and first.type is MessageType.HELLO:
             self._serve_worker(sock, reader, first.fields["host"])
         else:

@@ -17,7 +17,7 @@ from typing import Optional
 
 from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS, WAKE
-from ..config.defaults import STACK_DUMP_WAIT_S
+from ..config.defaults import OUTPUT_DRAIN_S, STACK_DUMP_WAIT_S
 from ..config.settings import GRACE_PERIOD, STALL_TIMEOUT
 from ..proc.supervise import ProcessResult, supervise
 from ..starters.policy import StarterPolicy, TaskNews
@@ -101,6 +101,8 @@ class Master:
         try:
             result = supervise(plan.argv, job.program_env(job.token), plan.cwd, plan.settings[GRACE_PERIOD], job.waker,
                                self._forward, spare=job.spared_pids, on_wake=self._why_end)
+            if not self.server.rank_output.drain(OUTPUT_DRAIN_S):
+                log(f"some ranks' output did not end within {OUTPUT_DRAIN_S:g} s of the program's end; not waiting for it")
             after = self.policy.after_program(result.exit_code, attempt.aborted is not None)
             if after.abort is not None:
                 self._abort(after.abort)

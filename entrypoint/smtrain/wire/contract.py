@@ -32,6 +32,7 @@ class RankContract(NamedTuple):
     pipes: tuple[PipeAssignment, ...]  # which FIFOs each local rank reads
     rank: int = -1  # the task's number where mpirun gives none (TF strategy jobs: plan.tfconfig.Task)
     stall_timeout_s: float = 0.0  # the stall watchdog's timeout (0: off); sets Horovod's stall inspector
+    output: bool = False  # send the program's stdout and stderr to the control server (smtrain.run.rank_output)
 
     def to_json(self) -> str:
         return json.dumps({
@@ -41,6 +42,7 @@ class RankContract(NamedTuple):
             "pipes": [a.to_list() for a in self.pipes],
             "rank": self.rank,
             "stall_timeout_s": self.stall_timeout_s,
+            "output": self.output,
         }, separators=(",", ":"))
 
     @classmethod
@@ -56,6 +58,7 @@ class RankContract(NamedTuple):
             pipes=tuple(PipeAssignment.from_list(a) for a in raw["pipes"]),
             rank=int(raw.get("rank", -1)),
             stall_timeout_s=float(raw.get("stall_timeout_s", 0.0)),
+            output=bool(raw.get("output", False)),
         )
 
     @classmethod

@@ -72,6 +72,9 @@ class MessageType(enum.Enum):
     WAITING = ("waiting", {"waits": (list,), "check_s": _NUMBER}, RANK, MASTER,
                "on the same connection: Horovod's stall inspector (on rank 0's stderr) says the other ranks have "
                "waited this long for these ranks ([[rank, seconds], ...])")
+    OUTPUT = ("output", {"token": _STR, "host": _STR, "rank": _INT, "stream": _INT}, RANK, MASTER,
+              "opens a connection of its own that carries the rank's stdout (stream 1) or stderr (2) as raw bytes "
+              "after this line; the master writes them to its own stream in whole lines (smtrain.run.rank_output)")
     STALL = ("stall", {}, MASTER, RANK, "the job stalled: dump your stack (SIGABRT)")
     INVALID = ("invalid", {}, ANY, ANY, "what a reader makes of a line that is not a message (never sent)")
 
@@ -135,6 +138,11 @@ class LineReader:
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self._buffer = bytearray()
+
+    def take_buffered(self) -> bytes:
+        """What was read past the last message, handed over (a connection that carries raw bytes next)."""
+        data, self._buffer = bytes(self._buffer), bytearray()
+        return data
 
     def has_buffered(self) -> bool:
         """Whether a whole line is buffered (readable without blocking)."""
