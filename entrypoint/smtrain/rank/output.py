@@ -3,6 +3,7 @@ reaches the job's log whole (smtrain.run.rank_output says why, and what the mast
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from typing import Optional
@@ -41,6 +42,11 @@ def _replace_streams(stdout: ControlClient, stderr: ControlClient) -> None:
         _flush(stream)
     for fd, client in ((1, stdout), (2, stderr)):
         client.sock.settimeout(None)  # blocking, as a pipe is: the connection was made with a timeout
+        # a program's small writes (a line is often two) gather into full segments, sent at the latest 0.2 s
+        # after the first (Linux's TCP_CORK) and at once when the rank exits, which the master reads and writes
+        # out in batches: a chatty rank then writes faster than through mpirun (benchmarks/bench_output.py)
+        client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
+        client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
         os.dup2(client.sock.fileno(), fd)
         client.close()  # fd 1 or 2 now holds the connection
 
