@@ -302,6 +302,26 @@ def test_worker_never_starts(make_cluster) -> None:
     assert "algo-3" in (cluster.hosts[1].failure() or "")  # the worker that came learns why the job ended
 
 
+def test_a_worker_whose_sshd_the_master_cannot_reach_is_named_before_mpirun_starts(make_cluster) -> None:
+    """Its control connection came (a security group that lets 7077 through, not 22, say): mpirun alone would
+    end with status 255 and 'ORTE was unable to reliably start one or more daemons'. Here algo-3's sshd
+    listens where mpirun's ssh does not look."""
+    cluster = make_cluster(3)
+    cluster.write_job(MPI, program=PROGRAMS / "mpi_behaviour.py")
+    started = time.monotonic()
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="4", SMTRAIN_SSHD_PORT="22"), hosts=cluster.hosts[:2])
+    cluster.host("algo-3").start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="4", SMTRAIN_SSHD_PORT="2299"))
+    statuses = cluster.wait(30)
+    assert statuses == {"algo-1": 69, "algo-2": 69, "algo-3": 69}, cluster.hosts[0].stderr()[-1500:]
+    assert time.monotonic() - started < 4 + 15
+    reason = cluster.hosts[0].failure() or ""
+    assert reason.startswith("PeersUnreachable: workers algo-3 joined the job, but their sshd did not answer on "
+                             "port 22"), reason
+    assert "algo-3" in (cluster.hosts[2].failure() or "") and "ORTE" not in cluster.hosts[0].stderr()
+    assert not wait_for_files(cluster, "running-*", 1, 0)  # no rank started
+    assert cluster.leftovers() == {}
+
+
 def test_a_late_worker_still_joins(make_cluster) -> None:
     """A worker in early hears heartbeats while the master waits for one that starts late."""
     cluster = make_cluster(3)

@@ -134,3 +134,15 @@ def test_dry_run_prints_the_plan_and_runs_nothing(tmp_path: Path) -> None:
     assert plan["env"]["SM_HOSTS"] == '["algo-1","algo-2"]' and plan["env"]["SM_HP_EPOCHS"] == "3"
     assert not (tree.code_dir / "ran").exists() and not (tree.base / "output").exists()
     assert not (tree.base / "model").exists()
+
+
+def test_a_bad_value_of_a_setting_read_outside_train_ends_the_job_before_the_program_starts(tmp_path: Path) -> None:
+    """SMTRAIN_S3_READAHEAD_BYTES is read by the s3:// plugin inside the program, which fell back to its default
+    on `abc`: `train` checks it first (every row: tests/unit/test_declarations.py)."""
+    tree = make_tree(tmp_path)
+    tree.write_program("train.py", "print('must not run')\n")
+    done = run_train(tree, env=tree.env(SMTRAIN_S3_READAHEAD_BYTES="abc"))
+    assert done.returncode == CONFIG_ERROR, done.stderr
+    assert b"SMTRAIN_S3_READAHEAD_BYTES must be a whole number of bytes >= 65536, got 'abc'" in done.stderr
+    assert b"must not run" not in done.stdout
+    assert tree.failure.read_text().startswith("ConfigError: environment variable SMTRAIN_S3_READAHEAD_BYTES")

@@ -62,3 +62,29 @@ def test_a_failure_cause_declared_once_names_the_failure_sets_the_status_rules_r
     row = "| 75 | `DiskFull` | no: the disk is full: a restart would fill it again | the checkpoint volume is full |"
     assert row in exit_table(WithDiskFull).splitlines() and row not in exit_table()
     assert len(exit_table(WithDiskFull).splitlines()) == len(exit_table().splitlines()) + 1
+
+
+@pytest.mark.parametrize("variable,value,expected", [
+    ("SM_SYSTEM_MONITOR", "maybe", "on or off"),  # any word but an off word used to mean on
+    ("SMTRAIN_S3_READAHEAD_BYTES", "abc", "a whole number of bytes >= 65536"),  # the s3:// plugin fell back silently
+    ("SMTRAIN_S3_PART_BYTES", "1048576", "from 5242880"),  # the plugin raised it to 5 MiB silently
+    ("SMTRAIN_S3_UPLOADS_IN_FLIGHT", "0", "1-1024"),
+    ("SMTRAIN_S3_FILESYSTEM", "OFF", "on or off"),  # the plugin honours "off" alone
+    ("SMTRAIN_NATIVE_PIPES", "2", "0 or 1"),
+    ("SM_SKIP_TEARDOWN_ON_FAILURE", "yes", "0 or 1"),
+    ("SMTRAIN_INTERMEDIATE_RETRY_S", "1,x", "comma-separated"),
+    ("SMTRAIN_MODELTRAINER_DRIVERS", "SDK", "train or sdk"),
+])
+def test_every_typed_setting_is_checked_when_train_starts_whoever_reads_it(tmp_path: Path, variable: str, value: str,
+                                                                        expected: str) -> None:
+    """A row read where it acts (the s3:// plugin, the start-up hook, the syncer, the shell hook) is checked with
+    the rest when `train` loads its config: a bad value is a ConfigError naming the variable, what is expected and
+    what was given, before anything starts; its documented spellings pass."""
+    tree = make_tree(tmp_path)
+    with pytest.raises(ConfigError, match=rf"{variable}\)? must be .*{expected}.*, got '{value}'"):
+        load_config(tree.env(**{variable: value}))
+    good = {"SM_SYSTEM_MONITOR": "OFF", "SMTRAIN_S3_READAHEAD_BYTES": "65536", "SMTRAIN_S3_PART_BYTES": "5242880",
+            "SMTRAIN_S3_UPLOADS_IN_FLIGHT": "16", "SMTRAIN_S3_FILESYSTEM": "off", "SMTRAIN_NATIVE_PIPES": "0",
+            "SM_SKIP_TEARDOWN_ON_FAILURE": "0", "SMTRAIN_INTERMEDIATE_RETRY_S": "0.5,2", "SMTRAIN_MODELTRAINER_DRIVERS": "sdk"}
+    load_config(tree.env(**{variable: good[variable]}))
+    assert load_config(tree.env(SM_SYSTEM_MONITOR="No")).settings["system_monitor"] is False

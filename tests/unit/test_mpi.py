@@ -87,6 +87,22 @@ def test_the_efa_device_decides_whatever_the_instance_type(instance_type: str, r
     assert command.argv[command.argv.index("btl") + 1] == "^openib"  # libfabric's btl may carry MPI over EFA
 
 
+def test_network_variables_the_user_set_win_over_the_images_defaults_and_are_named() -> None:
+    """The job's environment (SDK `environment=`, the image's ENV) or `-x NAME=value` in the user's options: the
+    user's value reaches the ranks; `kept` names each with the default it replaced (the dry-run's notes)."""
+    mine = {"PATH": "/bin", "NCCL_SOCKET_IFNAME": "ens5", "FI_PROVIDER": "tcp", "FI_EFA_USE_DEVICE_RDMA": "0",
+            "GLOO_SOCKET_IFNAME": "ens5"}
+    command = _command(instance_type="ml.p4d.24xlarge", network=EFA_NET._replace(nccl_net_plugin=True), env=mine)
+    assert {k: command.env[k] for k in mine} == mine
+    assert command.env["HOROVOD_GLOO_IFACE"] == "eth0"  # not set by the user: the image's
+    assert command.kept == {"NCCL_SOCKET_IFNAME": "eth0", "FI_PROVIDER": "efa", "FI_EFA_USE_DEVICE_RDMA": "1",
+                            "GLOO_SOCKET_IFNAME": "eth0"}
+    proto = _command(instance_type="ml.g5.48xlarge", network=EFA_NET._replace(nccl_net_plugin=True),
+                     custom_options=("-x", "NCCL_PROTO=LL128"))
+    assert proto.kept == {"NCCL_PROTO": "simple"} and "NCCL_PROTO" not in _option(proto.argv, "-x")
+    assert _command().kept == {}  # nothing set by the user: the image's defaults, nothing to say
+
+
 def test_efa_instance_without_the_device_gets_no_efa_settings() -> None:
     command = _command(instance_type="ml.p4d.24xlarge", network=NET)
     assert "FI_PROVIDER" not in command.env and "FI_PROVIDER" not in _option(command.argv, "-x")
@@ -173,3 +189,13 @@ def test_a_user_who_asks_mpirun_for_its_own_output_handling_gets_mpiruns_forward
     mpirun would; otherwise each rank's output goes to the master's train in whole lines (run.rank_output)."""
     from smtrain.plan.mpirun_command import mpirun_shapes_output
     assert mpirun_shapes_output(options) is shapes
+
+
+@pytest.mark.parametrize("options,port", [
+    ((), 22), (("--mca", "plm_rsh_args", "-p 2200"), 2200), (("-mca", "plm_rsh_args", "-p2201 -v"), 2201),
+    (("--mca", "plm_rsh_args", "-o Port=2202"), 2202), (("--mca", "plm_rsh_args", "-oPort=2203"), 2203),
+    (("--mca", "plm_rsh_args", "-oStrictHostKeyChecking=no"), 22), (("--mca", "btl", "^openib"), 22),
+])
+def test_the_master_probes_the_workers_sshd_where_mpiruns_ssh_will_connect(options, port) -> None:
+    from smtrain.plan.mpirun_command import ssh_port
+    assert ssh_port(options) == port

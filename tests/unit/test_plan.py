@@ -271,3 +271,12 @@ def test_the_plan_holds_data_only_no_object_that_starts_a_process(tmp_path: Path
     plan = plan_launch(load_config(tree.env()), FACTS, "/venv/bin/python", token="t" * 32)
     assert _objects(plan) == []
     assert _objects(plan._replace(notes=(object(),))) == ["plan.notes[0]: object"]  # what it would find
+
+
+def test_the_dry_run_says_which_network_variables_are_the_jobs_own(tmp_path: Path) -> None:
+    """A network variable of the user's replaces the image's default, and the plan's notes (logged at the start,
+    printed by `train --dry-run`) say so; the ranks get the user's value from the inherited environment."""
+    plan = _plan(tmp_path, "algo-1", NCCL_SOCKET_IFNAME="ens5")
+    assert "NCCL_SOCKET_IFNAME: the job's own value is kept (the image's default: eth0)" in plan.notes
+    assert "NCCL_SOCKET_IFNAME" not in plan.env_set and plan.child_env({"NCCL_SOCKET_IFNAME": "ens5"})["NCCL_SOCKET_IFNAME"] == "ens5"
+    assert not any("NCCL_SOCKET_IFNAME" in note for note in _plan(tmp_path / "again", "algo-1").notes)

@@ -7,9 +7,10 @@ from typing import Any, NamedTuple, Optional
 
 from ..wire.profiler_settings import Window
 
-__all__ = ["ABSOLUTE_PATH", "CHOICE_0_1", "OFF_WORDS", "PORT", "SWITCH", "Seconds", "SettingContext", "SettingType",
-           "StepWindow", "TEXT", "WholeNumber"]
+__all__ = ["ABSOLUTE_PATH", "CHOICE_0_1", "Choice", "OFF_WORDS", "ON_WORDS", "PORT", "SWITCH", "Seconds", "SecondsList",
+           "SettingContext", "SettingType", "StepWindow", "TEXT", "WholeNumber"]
 
+ON_WORDS = ("on", "true", "1", "yes")
 OFF_WORDS = ("off", "false", "0", "no", "none", "")
 
 
@@ -72,11 +73,45 @@ class WholeNumber(SettingType):
 
 
 class _Switch(SettingType):
-    expected = "on or off"
+    expected = f"on or off ({', '.join(ON_WORDS)} / {', '.join(w for w in OFF_WORDS if w)}, any case)"
     shown = "on / off"
 
     def parse(self, raw: Any) -> bool:
-        return str(raw).strip().lower() not in OFF_WORDS
+        word = str(raw).strip().lower()
+        if word not in ON_WORDS + OFF_WORDS:
+            raise ValueError(self.expected)
+        return word in ON_WORDS
+
+
+class Choice(SettingType):
+    """One of `values`, as written."""
+
+    def __init__(self, *values: str) -> None:
+        self.values = values
+        self.expected = " or ".join(values)
+        self.shown = " / ".join(values)
+
+    def parse(self, raw: Any) -> str:
+        text = str(raw).strip()
+        if text not in self.values:
+            raise ValueError(self.expected)
+        return text
+
+
+class SecondsList(SettingType):
+    """Numbers of seconds >= 0, comma-separated (at least one)."""
+
+    expected = "numbers of seconds >= 0, comma-separated (e.g. 1,3,9)"
+    shown = "seconds, ..."
+
+    def parse(self, raw: Any) -> tuple[float, ...]:
+        try:
+            values = tuple(float(part) for part in str(raw).split(","))
+        except ValueError:
+            raise ValueError(self.expected) from None
+        if not all(math.isfinite(v) and v >= 0 for v in values):
+            raise ValueError(self.expected)
+        return values
 
 
 class _AbsolutePath(SettingType):

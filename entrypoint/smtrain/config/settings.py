@@ -7,7 +7,8 @@ and one line of help. From this table alone come the loading and checking of the
 the README to it). A new setting is one row here, read where it is used as `config.settings[ROW]`.
 
 Rows whose `read_by` is not TRAIN are read where they act (the s3:// file system, the image's shell hook, the
-distribution's kind ...): declared here for their documentation, not loaded."""
+distribution's kind ...); `load_settings` checks the value of each that names one variable of a type other than
+text when `train` starts, so that a bad one ends the job before anything starts, not silently where it acts."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,8 +16,8 @@ from typing import Any, Callable, Generic, Iterator, Mapping, Optional, Sequence
 
 from ..errors import ConfigError
 from .defaults import HEARTBEAT_S
-from .setting_types import (ABSOLUTE_PATH, CHOICE_0_1, PORT, SWITCH, TEXT, Seconds, SettingContext, SettingType,
-                            StepWindow, WholeNumber)
+from .setting_types import (ABSOLUTE_PATH, CHOICE_0_1, PORT, SWITCH, TEXT, Choice, Seconds, SecondsList, SettingContext,
+                            SettingType, StepWindow, WholeNumber)
 
 __all__ = [
     "CONTROL_PORT", "DETAILED_PROFILING", "FRAMEWORK_METRICS", "GRACE_PERIOD", "HEARTBEAT_TIMEOUT", "MAX_RESTARTS",
@@ -63,6 +64,9 @@ class Setting(Generic[T]):
             return environ[self.variable]
         return decoded.get(self.hyperparameter) if self.hyperparameter else None
 
+
+S3_PLUGIN = "the s3:// file system (native/s3/)"
+S3_PART = WholeNumber("bytes", (5 << 20, 5 << 30), "a whole number of bytes from 5242880 to 5368709120 (S3's part sizes)")
 
 GRACE_PERIOD = Setting("grace_period_s", "sagemaker_grace_period_seconds", "SM_GRACE_PERIOD_SECONDS", Seconds(), 110.0,
                        "from SIGTERM to SIGKILL of the program (SageMaker kills 120 s after SIGTERM)")
@@ -128,7 +132,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     Setting("s3_output", "sagemaker_s3_output", None, TEXT, "",
             "where output/intermediate is synced while the job runs (s3://..., as sagemaker-training)",
             "SageMaker jobs", read_by="plan.intermediate"),
-    Setting("intermediate_retry_s", None, "SMTRAIN_INTERMEDIATE_RETRY_S", TEXT, "1,3,9",
+    Setting("intermediate_retry_s", None, "SMTRAIN_INTERMEDIATE_RETRY_S", SecondsList(), "1,3,9",
             "the waits (seconds, comma-separated) between an intermediate file's upload attempts",
             "SageMaker jobs", read_by="the intermediate output's syncer (smtrain.sync.intermediate_output)"),
     Setting("codeartifact", None, "CA_REPOSITORY_ARN", TEXT, "",
@@ -143,12 +147,19 @@ SETTINGS: tuple[Setting[Any], ...] = (
             TEXT, "", "stand in for resourceconfig.json (SM_HOSTS: a JSON list) or the counted devices", default_text="from the config / host",
             read_by="config.load and config.hostfacts"),
     CONTROL_PORT, SSHD_CONFIG, SSHD_PORT,
-    Setting("modeltrainer_drivers", None, "SMTRAIN_MODELTRAINER_DRIVERS", TEXT, "",
+    Setting("modeltrainer_drivers", None, "SMTRAIN_MODELTRAINER_DRIVERS", Choice("train", "sdk"), "train",
             "sdk: SDK v3's own drivers run instead of train", "ModelTrainer jobs", read_by="the image's shell hook (docker/modeltrainer-hook.sh)"),
-    Setting("s3_filesystem", None, "SMTRAIN_S3_FILESYSTEM, SMTRAIN_S3_READAHEAD_BYTES, SMTRAIN_S3_MULTIPART_THRESHOLD_BYTES, "
-            "SMTRAIN_S3_PART_BYTES, SMTRAIN_S3_UPLOADS_IN_FLIGHT", TEXT, "",
-            "the s3:// file system (off: leave s3:// to another plugin)", default_text="on, 8 MB, 32 MB, 8 MB, 8",
-            read_by="the s3:// file system (native/s3/)"),
+    Setting("s3_filesystem", None, "SMTRAIN_S3_FILESYSTEM", Choice("on", "off"), "on",
+            "the s3:// file system (off: leave s3:// to another plugin)", read_by=S3_PLUGIN),
+    Setting("s3_readahead_bytes", None, "SMTRAIN_S3_READAHEAD_BYTES", WholeNumber("bytes", (64 << 10, 1 << 40),
+            "a whole number of bytes >= 65536"), 8 << 20, "how much of an object one read fetches ahead",
+            default_text="8388608 (8 MiB)", read_by=S3_PLUGIN),
+    Setting("s3_multipart_threshold_bytes", None, "SMTRAIN_S3_MULTIPART_THRESHOLD_BYTES", S3_PART, 32 << 20,
+            "a file written larger than this is uploaded in parts", default_text="33554432 (32 MiB)", read_by=S3_PLUGIN),
+    Setting("s3_part_bytes", None, "SMTRAIN_S3_PART_BYTES", S3_PART, 8 << 20, "the size of each uploaded part",
+            default_text="8388608 (8 MiB)", read_by=S3_PLUGIN),
+    Setting("s3_uploads_in_flight", None, "SMTRAIN_S3_UPLOADS_IN_FLIGHT", WholeNumber("parts", (1, 1024),
+            "a whole number 1-1024"), 8, "parts of one file uploaded at once", read_by=S3_PLUGIN),
     Setting("native_pipes", None, "SMTRAIN_NATIVE_PIPES", CHOICE_0_1, "1",
             "0: read Pipe mode through Python instead of the native op", "Pipe mode", read_by="smtrain.data.native"),
 )
@@ -180,17 +191,21 @@ def load_settings(decoded: Mapping[str, Any], environ: Mapping[str, str], contex
     file) naming the first that is not what its type expects."""
     values = {}
     for setting in table:
-        if setting.read_by != TRAIN:
-            continue
+        loaded = setting.read_by == TRAIN
+        if not loaded and (setting.type is TEXT or "," in (setting.variable or "") or "," in (setting.hyperparameter or "")):
+            continue  # read, and checked, where it acts
         raw = setting.raw(decoded, environ)
         if raw is None:
-            values[setting.name] = setting.default_for(context)
+            if loaded:
+                values[setting.name] = setting.default_for(context)
             continue
         try:
-            values[setting.name] = setting.type.parse(raw)
+            value = setting.type.parse(raw)
         except ValueError as e:
             place = f"{where}: " if setting.hyperparameter else ""  # a variable alone: its name says where
             raise ConfigError(f"{place}{setting.names()} must be {e}, got {raw!r}") from None
+        if loaded:
+            values[setting.name] = value
     return Settings(values)
 
 

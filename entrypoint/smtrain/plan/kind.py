@@ -32,6 +32,7 @@ class HostPart(NamedTuple):
     ranks_per_host: int
     coordination: Optional[Coordination] = None  # None: a program on its own
     first_rank: int = 0  # the global rank of this host's local rank 0 (mpirun's by-slot order)
+    notes: tuple[str, ...] = ()  # what the log says once at the start about how this host's part runs
 
 
 class KindInputs(NamedTuple):

@@ -255,7 +255,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         checkpoint_dir=config.checkpoint_dir,
         restore_checkpoints_from=carry.restore_from,
         keep_checkpoints_in=carry.keep_in,
-        notes=network_notes(facts, shape),
+        notes=network_notes(facts, shape) + part.notes,
     )
 
 

@@ -23,12 +23,13 @@ Choices (and why):
 """
 from __future__ import annotations
 
+import shlex
 from typing import Mapping, NamedTuple, Optional, Sequence
 
 from ..config.model import NetworkFacts
 from ..wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY
 
-__all__ = ["EFA_RDMA_INSTANCE_TYPES", "OUTPUT_OPTIONS", "mpirun_shapes_output", "NOT_EXPORTED", "NOT_EXPORTED_PREFIXES", "SSHD", "MpiLayout",
+__all__ = ["EFA_RDMA_INSTANCE_TYPES", "OUTPUT_OPTIONS", "mpirun_shapes_output", "ssh_port", "NOT_EXPORTED", "NOT_EXPORTED_PREFIXES", "SSHD", "MpiLayout",
     "MpirunCommand", "MpirunSpec", "SshdCommand", "choose_interface", "sshd_command", "cpus_per_rank", "is_exported", "layout", "mpirun_command", "split_nccl_debug"]
 
 SSHD = "/usr/sbin/sshd"
@@ -44,6 +45,27 @@ def mpirun_shapes_output(custom_options: Sequence[str]) -> bool:
     """Whether the user's mpirun options ask mpirun for something of the ranks' output (`OUTPUT_OPTIONS`)."""
     return any(option.lstrip("-").partition("=")[0] in OUTPUT_OPTIONS for option in custom_options
                if option.startswith("-"))
+
+
+def ssh_port(custom_options: Sequence[str]) -> int:
+    """The port mpirun's ssh connects to on the workers: ssh's default, 22, unless the user's options give
+    `--mca plm_rsh_args` with `-p N` or `-o Port=N`."""
+    items = list(custom_options)
+    args = next((items[i + 2] for i, item in enumerate(items[:-2]) if _SAME_AS.get(item, item) == "--mca"
+                 and items[i + 1] == "plm_rsh_args"), "")
+    words = shlex.split(args)
+    port = 22
+    for i, word in enumerate(words):
+        given = words[i + 1] if i + 1 < len(words) else ""
+        if word == "-p" and given.isdigit():
+            port = int(given)
+        elif word.startswith("-p") and word[2:].isdigit():
+            port = int(word[2:])
+        elif word in ("-o", "-o ") and given.lower().startswith("port="):
+            port = int(given[5:]) if given[5:].isdigit() else port
+        elif word.lower().startswith("-oport=") and word[7:].isdigit():
+            port = int(word[7:])
+    return port
 
 
 class SshdCommand(NamedTuple):
@@ -69,6 +91,7 @@ class MpirunSpec(NamedTuple):
     sshd: Optional[SshdCommand]  # what this worker serves (None on the master)
     held: tuple[str, ...]  # the workers the master holds a connection to
     name: str = "mpirun"
+    ssh_port: int = 22  # where mpirun's ssh reaches each worker's sshd (`ssh_port`)
 
 
 EFA_RDMA_INSTANCE_TYPES = frozenset(
@@ -92,6 +115,7 @@ class MpirunCommand(NamedTuple):
     """The mpirun command line and the environment it runs with."""
     argv: tuple[str, ...]
     env: dict[str, str]  # the environment mpirun runs with; -x names what travels, values stay off argv
+    kept: dict[str, str] = {}  # network variables the user set (environment or -x): the image's value each replaced
 
 
 class MpiLayout(NamedTuple):
@@ -215,18 +239,22 @@ def mpirun_command(
     if nccl_debug is not None:
         run_env["NCCL_DEBUG"] = nccl_debug
     interface = choose_interface(wanted_interface, network)
+    network_env: dict[str, str] = {}  # the image's defaults for NCCL's, Gloo's and libfabric's network
     if interface:
         defaults += [["--mca", "btl_tcp_if_include", interface], ["--mca", "oob_tcp_if_include", interface]]
-        run_env["NCCL_SOCKET_IFNAME"] = interface
-        for gloo in ("GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE"):  # Gloo's and Horovod's Gloo controller's: the user's win
-            run_env.setdefault(gloo, interface)
+        network_env.update(dict.fromkeys(("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE"), interface))
     if efa:
-        run_env["FI_PROVIDER"] = "efa"
+        network_env["FI_PROVIDER"] = "efa"
         if instance_type in EFA_RDMA_INSTANCE_TYPES:
-            run_env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+            network_env["FI_EFA_USE_DEVICE_RDMA"] = "1"
         elif network.nccl_net_plugin:
-            run_env["NCCL_PROTO"] = "simple"
+            network_env["NCCL_PROTO"] = "simple"
     overridden = _option_keys(custom)
+    # a variable the user set (the job's environment, the image's, or `-x NAME=value` in their options) wins
+    kept = {name: value for name, value in network_env.items()
+            if (name in run_env and run_env[name] != value) or ("-x", name) in overridden}
+    for name, value in network_env.items():
+        run_env.setdefault(name, value)
     argv = ["mpirun", "--allow-run-as-root", "--host", ",".join(f"{h}:{job.processes_per_host}" for h in hosts),
             "-np", str(job.num_processes)]
     if not any((flag,) in overridden for flag in _PLACEMENT_FLAGS):  # the user's placement replaces ours whole
@@ -239,4 +267,4 @@ def mpirun_command(
             argv += ["-x", name]
     argv += list(custom)
     argv += list(rank_argv)
-    return MpirunCommand(tuple(argv), run_env)
+    return MpirunCommand(tuple(argv), run_env, kept)

@@ -28,7 +28,7 @@ from .attempts import ABORT_WAIT_S, AttemptEnd, Attempts, ask_workers_ready
 from .job import HostJob
 from .outcome import JobOutcome, JobView, decide
 from .profiles import accept_profiles, gather_profiles
-from .roster import await_workers, open_control
+from .roster import await_reach, await_workers, open_control
 from .stall import Stall
 
 __all__ = ["Master", "why_end"]
@@ -67,6 +67,7 @@ class Master:
         try:
             server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
             await_workers(server, self.coordination, self.policy.not_admitted)
+            await_reach(server, self.coordination, self.policy.unreachable)
             self.policy.hold(job.helpers)
             job.start_companions(job.token)
             number: Optional[int] = 0

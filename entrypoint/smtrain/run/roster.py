@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Optional
 
 from ..common.console import log
 from ..common.signals import SignalWaker
@@ -11,7 +11,7 @@ from ..plan.coordination import Coordination
 from .control_server import ControlServer
 from .outcome import failure_text
 
-__all__ = ["await_workers", "open_control"]
+__all__ = ["await_reach", "await_workers", "open_control"]
 
 
 def open_control(coordination: Coordination, token: str, waker: SignalWaker, admission: str = "",
@@ -46,5 +46,21 @@ def await_workers(server: ControlServer, coordination: Coordination, not_admitte
                                  f"(their train must reach {coordination.master}:{coordination.control_port})")
     else:
         error = StartupFailed(not_admitted(missing))
+    _refuse(server, error)
+
+
+def await_reach(server: ControlServer, coordination: Coordination,
+                unreachable: Callable[[tuple[str, ...], float], Optional[str]]) -> None:
+    """Once every worker has joined: PeersUnreachable (told to every worker) when the rank starter cannot reach
+    some of them within the peer wait (`unreachable` says why, naming them)."""
+    if not coordination.workers:
+        return
+    why = unreachable(coordination.workers, time.monotonic() + coordination.peer_wait_s)
+    if why is not None:
+        _refuse(server, PeersUnreachable(f"{why} (in a VPC, let the job's security group reach itself)"))
+
+
+def _refuse(server: ControlServer, error: ToolkitError) -> None:
+    """The job cannot start: every worker is told why, and the master raises it."""
     server.end(int(error.exit_code), failure_text(error.cause, str(error)))
     raise error

@@ -3,7 +3,8 @@ the effects that depend on how the ranks start, each a step that takes data and 
 role. The plan holds the starter's spec (its data: plan.coordination.EveryHostSpec, the MPI kind's
 MpirunSpec); `smtrain.starters.registry.policy_for` makes its policy on each host.
 
-The master asks it what each worker is given when it joins (`admission`), what it holds for the whole job
+The master asks it what each worker is given when it joins (`admission`), whether it can reach every worker
+(`unreachable`), what it holds for the whole job
 (`hold`, `before_attempt`, `release`), how a signal reaches the ranks (`signal_here`, `tells_workers`),
 whether a task's failure ends the job (`task_failure`), what follows the master's program
 (`after_program`) and whether the ranks' reports are all in (`senders_gone`); a worker asks what it
@@ -49,6 +50,11 @@ class StarterPolicy:
     def not_admitted(self, hosts: list[str]) -> str:
         """Why the job cannot start when `hosts` said hello but did not take their admission."""
         return f"workers {', '.join(hosts)} said hello but did not join the job (see their log and output/failure)"
+
+    def unreachable(self, workers: Sequence[str], deadline: float) -> Optional[str]:
+        """Once every worker has joined: why the ranks cannot be started on some of `workers` (naming them),
+        having tried until `deadline`; None when they can."""
+        return None
 
     def hold(self, helpers: HelperGroup) -> None:
         """Once every worker has joined: what the master holds for the whole job."""

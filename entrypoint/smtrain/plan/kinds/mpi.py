@@ -14,7 +14,7 @@ from ...config.settings import MAX_RESTARTS, SSHD_CONFIG, SSHD_PORT
 from ...wire.contract import RANK_CONTRACT_ENV, without_internals
 from ...wire.ssh_trust import CONTROL_PATH, SSH_DIR
 from ..kind import HostPart, Kind, KindInputs
-from ..mpirun_command import MpirunSpec, cpus_per_rank, layout, mpirun_command, mpirun_shapes_output, sshd_command
+from ..mpirun_command import MpirunSpec, cpus_per_rank, layout, mpirun_command, mpirun_shapes_output, ssh_port, sshd_command
 from ..shape import Role
 
 __all__ = ["MPI", "Mpi", "plan_mpi"]
@@ -70,6 +70,7 @@ def plan_mpi(given: KindInputs) -> HostPart:
     pipes = given.pipes(per_host, True, placed.num_processes)
     env_set = given.base_env(pipes)
     argv: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
     ssh_dir = SSH_DIR if shape.workers else ""  # mpirun's ssh logs into the workers with the job's key (docker/ssh_config)
     # where restarts in place are asked for, every attempt's mpirun shares the master's connections to the workers
     held = shape.workers if config.settings[MAX_RESTARTS] > 0 and shape.role is not Role.WORKER else ()
@@ -86,12 +87,15 @@ def plan_mpi(given: KindInputs) -> HostPart:
             ssh_control_path=CONTROL_PATH if held else "",
         )
         argv = command.argv
+        notes = tuple(f"{name}: the job's own value is kept (the image's default: {value})"
+                      for name, value in sorted(command.kept.items()))
         env_set = {k: v for k, v in command.env.items() if config.environ.get(k) != v}
     sshd = sshd_command(config.settings[SSHD_CONFIG], config.settings[SSHD_PORT], ssh_dir)
     coordination = given.coordination(
         ranks=tuple((placed.hosts[rank // per_host], rank) for rank in range(placed.num_processes)),
         program_name=f"mpirun ({given.launch.program_path})",
         start_line=f"host {here}: starting {placed.num_processes} ranks on {', '.join(placed.hosts)}: {shlex.join(argv)}",
-        starter=MpirunSpec(ssh_dir, sshd if shape.role is Role.WORKER else None, held),
+        starter=MpirunSpec(ssh_dir, sshd if shape.role is Role.WORKER else None, held,
+                           ssh_port=ssh_port(mpi.custom_options)),
     )
-    return HostPart(argv, env_set, pipes, per_host, coordination, first_rank)
+    return HostPart(argv, env_set, pipes, per_host, coordination, first_rank, notes)

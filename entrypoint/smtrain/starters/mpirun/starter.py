@@ -22,6 +22,7 @@ from ...wire.ssh_trust import parse_public_key
 from ..policy import StarterPolicy
 from .holds import HOLD_WAIT_S, SshHolds
 from .keys import make_host_key, make_job_key, trust_key
+from .reach import unanswered
 from .rank_signals import signal_ranks, signal_ranks_once_started
 from .sshd import start_sshd
 
@@ -48,6 +49,15 @@ class Mpirun(StarterPolicy):
         """Why mpirun cannot start: the workers that did not take the job's key."""
         return (f"workers {', '.join(hosts)} did not take the job's ssh key (see their log and output/failure): "
                 "mpirun cannot reach them")
+
+    def unreachable(self, workers: Sequence[str], deadline: float) -> Optional[str]:
+        """Workers whose sshd mpirun's ssh cannot reach (a security group that lets the control port through,
+        not ssh's): mpirun would fail to start its daemons there, saying only that it could not."""
+        missing = unanswered(workers, self.spec.ssh_port, deadline)
+        if not missing:
+            return None
+        return (f"workers {', '.join(missing)} joined the job, but their sshd did not answer on port "
+                f"{self.spec.ssh_port}: mpirun cannot start their ranks")
 
     def hold(self, helpers: HelperGroup) -> None:
         """The connections held to the workers for every attempt's mpirun (where the spec asks for them)."""
