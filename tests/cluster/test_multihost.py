@@ -369,6 +369,35 @@ def test_horovod_job_reading_through_pipe_mode(make_cluster, tmp_path: Path) -> 
     assert cluster.leftovers() == {}
 
 
+@pytest.mark.parametrize("per_host", [2, 1])
+def test_a_fully_replicated_channel_sharded_by_host_trains_each_record_once_an_epoch(make_cluster, tmp_path: Path,
+                                                                                      per_host: int) -> None:
+    """The README's rule for a FullyReplicated Pipe channel on several hosts: every host gets the whole channel
+    (each host's feeder plays SageMaker), its ranks share it (2 a host: the demultiplexer; 1: the FIFO itself),
+    and a PipeModeDataset script that shards by host reads each record exactly once an epoch over the job's ranks."""
+    from smtrain.data.record_reader import encode_tfrecord
+
+    records = [f"record {i}".encode() * (1 + i % 3) for i in range(64)]
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "part").write_bytes(b"".join(encode_tfrecord(r) for r in records))
+    cluster = make_cluster(2)
+    cluster.write_job({**MPI, "sagemaker_mpi_num_of_processes_per_host": per_host, "epochs": 2},
+                      program=PROGRAMS / "pipemode_host_shard.py")
+    feeders = feed_every_host(cluster, {"TrainingInputMode": "Pipe", "S3DistributionType": "FullyReplicated"},
+                              [tmp_path / "src"] * 2, epochs=2)
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
+    statuses = cluster.wait(240)
+    assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
+    assert all(f.join(10) for f in feeders)
+    for epoch in range(2):
+        got = {int(p.name.split("-")[1]): p.read_text().split()
+               for p in wait_for_files(cluster, f"shard-*-{epoch}", 2 * per_host, 1)}
+        assert sorted(got) == list(range(2 * per_host))
+        assert sorted(bytes.fromhex(x) for rank in got.values() for x in rank) == sorted(records)  # once each
+        assert {len(rank) for rank in got.values()} == {64 // (2 * per_host)}  # equal shares
+    assert cluster.leftovers() == {}
+
+
 def test_aws_per_rank_channels_by_global_rank_on_two_hosts(make_cluster, tmp_path: Path) -> None:
     """2 hosts x 2 ranks, AWS's layout numbered by global rank: SageMaker feeds every channel to every
     host; rank g reads `train_g` (2 epochs) and `validation_g`, rank 0 alone reads `eval`. Each rank
