@@ -210,3 +210,52 @@ def test_a_ranks_output_connection_reaches_our_stream_in_whole_lines_and_a_stran
     finally:
         server.close()
     assert capfd.readouterr().out == "first line\nsecond line\nno newline\n"
+
+
+def hog_the_interpreter(at_least_s: float) -> float:
+    """C calls that each keep the GIL (a regex that backtracks exponentially: `re` never lets go of the
+    interpreter), twice as long each time, until one took `at_least_s`; how long that one took."""
+    import re
+
+    pattern = re.compile(r"(a+)+$")
+    for n in range(16, 40):
+        began = time.monotonic()
+        pattern.match("a" * n + "b")
+        took = time.monotonic() - began
+        if took >= at_least_s:
+            return took
+    raise AssertionError("no regex held the interpreter long enough")
+
+
+def test_a_heartbeat_sender_held_back_says_so_with_the_stack_that_held_it(capfd) -> None:
+    """A thread that holds the interpreter in one long C call stops every other thread of `train`, its heartbeat
+    sender among them, while the host's kernel still acknowledges what the peers send: the sender's watchdog
+    (the interpreter's own, which needs no GIL) writes every thread's stack while it is held, naming the call,
+    and the sender then says how late its beat went out, once an episode. The master's and a worker's senders are this
+    one (ControlServer.start_heartbeat, MasterLink.start); here with a 0.2-s beat and 0.6 s for late."""
+    from smtrain.wire.heartbeat import Heartbeat
+
+    logged: list[str] = []
+    beats: list[float] = []
+    stop = threading.Event()
+    sender = Heartbeat(lambda: beats.append(time.monotonic()), lambda: not stop.is_set(), logged.append,
+                       interval_s=0.2, late_s=0.6).start()
+    try:
+        time.sleep(0.6)
+        assert sender.worst_s < 0.5 and not logged  # on time while nothing holds it
+        held = hog_the_interpreter(1.2)
+        time.sleep(0.6)
+    finally:
+        stop.set()
+        time.sleep(0.3)
+    err = capfd.readouterr().err
+    assert "Timeout (0:00:00.800000)!" in err and "in hog_the_interpreter" in err, err[-3000:]
+    # said once an episode: the hog's last call, and maybe the one before it (half as long, a beat on time between)
+    assert 1 <= len(logged) <= 2 and all("heartbeats went out" in line and "thread heartbeat:" in line
+                                         for line in logged), logged
+    assert held >= 1.2 and sender.worst_s >= 0.6 and len(beats) >= 5
+    server = ControlServer("127.0.0.1", 0, "token", lambda line: None)
+    try:
+        assert isinstance(server.start_heartbeat(), Heartbeat)
+    finally:
+        server.close()

@@ -9,13 +9,13 @@ import socket
 import struct
 import tempfile
 import threading
-import time
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Optional
 
 from ..config.defaults import HEARTBEAT_S
 from ..config.settings import HEARTBEAT_TIMEOUT
 from ..wire.control_protocol import LineReader, Message, MessageType, encode
+from ..wire.heartbeat import Heartbeat
 from ..wire.liveness import PeerSilence
 from ..wire.progress_file import Counts, InitPhase
 from ..wire.rank_failure import RankFailure
@@ -106,14 +106,10 @@ class ControlServer(ControlState):
                 pass
         return sent
 
-    def start_heartbeat(self) -> None:
-        """Sends every worker a heartbeat each HEARTBEAT_S, until closed."""
-        def beat() -> None:
-            while not self._closed:
-                self.broadcast(MessageType.HEARTBEAT)
-                time.sleep(HEARTBEAT_S)
-
-        threading.Thread(target=beat, name="control-heartbeat", daemon=True).start()
+    def start_heartbeat(self) -> Heartbeat:
+        """Sends every worker a heartbeat each HEARTBEAT_S, until closed; late ones are said (wire.heartbeat)."""
+        return Heartbeat(lambda: self.broadcast(MessageType.HEARTBEAT), lambda: not self._closed, self._log,
+                         HEARTBEAT_S).start()
 
     def end(self, status: int, reason: str, linger_s: float = 2.0) -> None:
         """Tell every worker the job is over (`announce_end`); wait (bounded) until they have hung up."""

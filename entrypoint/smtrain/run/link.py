@@ -28,6 +28,7 @@ from ..common.signals import SignalWaker
 from ..config.defaults import HEARTBEAT_S
 from ..errors import FailureCause, PeersUnreachable
 from ..wire.control_protocol import ControlClient, Message, MessageType
+from ..wire.heartbeat import Heartbeat
 from ..wire.liveness import PeerSilence
 from .outcome import JobOutcome
 
@@ -63,7 +64,7 @@ class MasterLink:
 
     def start(self) -> "MasterLink":
         """Starts the heartbeat and reader threads; returns self."""
-        threading.Thread(target=self._beat, name="master-link-heartbeat", daemon=True).start()
+        Heartbeat(lambda: self.send(MessageType.HEARTBEAT), lambda: not self.over(), log, HEARTBEAT_S).start()
         threading.Thread(target=self._run, name="master-link", daemon=True).start()
         return self
 
@@ -110,10 +111,6 @@ class MasterLink:
         what = f"lost the master {self._master} before the job ended ({self.lost}); stopping this host's ranks"
         return JobOutcome.of_cause(FailureCause.MASTER_LOST, what, host=self._master)
 
-    def _beat(self) -> None:
-        while not self.over():
-            self.send(MessageType.HEARTBEAT)
-            time.sleep(HEARTBEAT_S)
 
     def _run(self) -> None:
         silence = PeerSilence(self._silence_s, f"the master {self._master}", log)
