@@ -66,7 +66,7 @@ def worker_ssh_setup_ms(runs: int) -> float:
     from smtrain.wire.ssh_trust import parse_public_key
 
     with tempfile.TemporaryDirectory() as tmp:
-        key = make_job_key(f"{tmp}/master")
+        key = make_job_key(f"{tmp}/master", ["algo-2"])
         samples = []
         for _ in range(runs):
             start = time.perf_counter()
