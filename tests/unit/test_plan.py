@@ -230,10 +230,13 @@ def test_a_gpu_job_across_hosts_says_once_that_nccl_uses_sockets_where_the_image
 
     gpus = FACTS._replace(num_gpus=8)
     note = "NCCL will use sockets between hosts: this image has no aws-ofi-nccl (NCCL's EFA plugin)"
-    assert _plan(tmp_path / "a", "algo-1", gpus).notes == (note,)
-    assert json.loads(dumps(_plan(tmp_path / "b", "algo-2", gpus)))["notes"] == [note]
+    def nccl(notes) -> list[str]:  # the job's Pipe channel has a note of its own
+        return [n for n in notes if "NCCL" in n]
+
+    assert nccl(_plan(tmp_path / "a", "algo-1", gpus).notes) == [note]
+    assert nccl(json.loads(dumps(_plan(tmp_path / "b", "algo-2", gpus)))["notes"]) == [note]
     plugin = gpus._replace(network=gpus.network._replace(nccl_net_plugin=True))
-    assert _plan(tmp_path / "c", "algo-1", plugin).notes == () and _plan(tmp_path / "d", "algo-1").notes == ()
+    assert nccl(_plan(tmp_path / "c", "algo-1", plugin).notes) == [] and nccl(_plan(tmp_path / "d", "algo-1").notes) == []
     (tmp_path / "lib").mkdir()
     assert not network_facts(library_path=f"/nonexistent:{tmp_path / 'lib'}").nccl_net_plugin
     (tmp_path / "lib" / "libnccl-net.so").write_bytes(b"")
@@ -280,3 +283,17 @@ def test_the_dry_run_says_which_network_variables_are_the_jobs_own(tmp_path: Pat
     assert "NCCL_SOCKET_IFNAME: the job's own value is kept (the image's default: eth0)" in plan.notes
     assert "NCCL_SOCKET_IFNAME" not in plan.env_set and plan.child_env({"NCCL_SOCKET_IFNAME": "ens5"})["NCCL_SOCKET_IFNAME"] == "ens5"
     assert not any("NCCL_SOCKET_IFNAME" in note for note in _plan(tmp_path / "again", "algo-1").notes)
+
+
+def test_the_dry_run_says_per_pipe_channel_how_its_records_are_dealt(tmp_path: Path) -> None:
+    """Through the demultiplexer on this host's ranks, and across hosts as SageMaker distributes the channel
+    (the README's Pipe-mode rule: a FullyReplicated channel reaches every host whole)."""
+    plan = _plan(tmp_path, "algo-2")
+    assert ("Pipe channel train: dealt in whole records to those of this host's 2 ranks that open it, in equal counts "
+            "(at most 1 records an epoch left out); every host receives the whole channel (FullyReplicated): a script "
+            "that trains one model on several hosts shards it by host (README, Pipe mode)") in plan.notes
+    sharded = make_tree(tmp_path / "sharded", hosts=HOSTS, current_host="algo-1", hyperparameters=MPI,
+                        channels={"train": {**PIPE["train"], "S3DistributionType": "ShardedByS3Key"}})
+    notes = plan_launch(load_config(sharded.env(SM_CONTROL_PORT="7100")), FACTS, "/venv/bin/python", token="t" * 32).notes
+    assert any(n.startswith("Pipe channel train: dealt") and n.endswith("its own share of the objects (ShardedByS3Key)")
+               for n in notes), notes

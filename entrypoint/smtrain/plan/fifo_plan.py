@@ -25,14 +25,14 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import NamedTuple, Optional, Sequence
+from typing import Mapping, NamedTuple, Optional, Sequence
 
 from ..wire.pipe_assignment import DEMUX_FOLDER, PipeAssignment, PipeMode, demux_prefix
 from ..wire.record_format import RecordFormat
 
 _RANK_CHANNEL = re.compile(r"^(.+?)([-_])(0|[1-9][0-9]*)$")
 
-__all__ = ["PipeChannel", "assign_pipes", "relayed_member", "relays"]
+__all__ = ["PipeChannel", "assign_pipes", "dealing_notes", "relayed_member", "relays"]
 
 
 class PipeChannel(NamedTuple):
@@ -124,3 +124,26 @@ def relayed_member(prefix: str) -> Optional[str]:
     """The per-rank channel member whose relay's FIFOs start at `prefix` (`_member_prefix`), else None."""
     path = Path(prefix)
     return path.name[:-len("-0")] if path.parent.name == DEMUX_FOLDER and path.name.endswith("-0") else None
+
+
+def dealing_notes(assignments: Sequence[PipeAssignment], distribution: Mapping[str, Optional[str]], ranks_per_host: int,
+                  hosts: int) -> tuple[str, ...]:
+    """What the log says at the start (and `train --dry-run` shows) of how each Pipe channel's records reach the
+    ranks: on this host (the assignment), and across `hosts` (SageMaker's `S3DistributionType`, by channel)."""
+    notes = []
+    for a in assignments:
+        if a.mode is PipeMode.PER_RANK:
+            how = "one channel per rank, each read whole by its rank"
+        elif a.mode is PipeMode.DEMUX and ranks_per_host > 1:
+            how = (f"dealt in whole records to those of this host's {ranks_per_host} ranks that open it, in equal "
+                   f"counts (at most {ranks_per_host - 1} records an epoch left out)")
+        else:
+            how = "read whole, as it comes, by the one process that opens it"
+        if hosts > 1 and a.mode is not PipeMode.PER_RANK:
+            if (distribution.get(a.channel) or "FullyReplicated") == "ShardedByS3Key":
+                how += "; this host receives its own share of the objects (ShardedByS3Key)"
+            else:
+                how += ("; every host receives the whole channel (FullyReplicated): a script that trains one model "
+                        "on several hosts shards it by host (README, Pipe mode)")
+        notes.append(f"Pipe channel {a.channel}: {how}")
+    return tuple(notes)

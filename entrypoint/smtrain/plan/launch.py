@@ -18,7 +18,7 @@ from ..wire.pipe_assignment import PipeAssignment, PipeMode, demux_folder, pipe_
 from ..wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
 from ..wire.record_format import RecordFormat
 from .coordination import Coordination
-from .fifo_plan import relays
+from .fifo_plan import dealing_notes, relays
 from .kind import KindInputs
 from .kinds import choose
 from .localmode import checkpoint_carry, emulated_channels, feeder_command
@@ -255,7 +255,9 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         checkpoint_dir=config.checkpoint_dir,
         restore_checkpoints_from=carry.restore_from,
         keep_checkpoints_in=carry.keep_in,
-        notes=network_notes(facts, shape) + part.notes,
+        notes=network_notes(facts, shape) + part.notes + dealing_notes(
+            part.pipes, {c.name: c.s3_distribution_type for c in config.channels}, part.ranks_per_host,
+            len(config.resources.hosts)),
     )
 
 
