@@ -11,6 +11,7 @@ ARG BASE_IMAGE=debian:bookworm-slim
 ARG NVIDIA_COMPILER_RELEASE=trixie
 ARG NVIDIA_COMPILER_VERSION=12.4.131~12.4.1-2
 ARG AWS_OFI_NCCL_VERSION=
+ARG AWS_OFI_NCCL_SHA256=
 
 # ---------------------------------------------------------------- CPU flavour
 FROM ${BASE_IMAGE} AS build
@@ -67,11 +68,13 @@ CMD ["train"]
 # (NVIDIA_COMPILER_RELEASE/VERSION; docker/nvidia-compiler.sh, scripts/cuda-home.sh) for V100 to H100
 # (sm_70-sm_90, and sm_90 PTX that newer GPUs compile at load); Debian's Open MPI and libfabric with its
 # EFA provider (rdma-core's libefa). NCCL's EFA plugin, aws-ofi-nccl, is built from its release source
-# where the builder reaches it (AWS_OFI_NCCL_VERSION); without it NCCL uses sockets between hosts.
+# where the builder reaches it (AWS_OFI_NCCL_VERSION, checked against AWS_OFI_NCCL_SHA256); without it NCCL
+# uses sockets between hosts.
 FROM ${BASE_IMAGE} AS gpu-build
 ARG NVIDIA_COMPILER_RELEASE
 ARG NVIDIA_COMPILER_VERSION
 ARG AWS_OFI_NCCL_VERSION
+ARG AWS_OFI_NCCL_SHA256
 # Horovod's library loads the NCCL wheel's libnccl.so.2 from the library path, as in the shipped stage
 ENV DEBIAN_FRONTEND=noninteractive PIP_NO_CACHE_DIR=1 \
     LD_LIBRARY_PATH=/opt/smtrain/venv/lib/python3.11/site-packages/nvidia/nccl/lib
@@ -88,7 +91,7 @@ RUN HOROVOD_GPU_OPERATIONS=NCCL NVIDIA_COMPILER_ROOT=/opt/nvidia-compiler HOROVO
     HOROVOD_BUILD_CUDA_CC_LIST=70,75,80,86,89,90 \
     /src/scripts/build-stack.sh /usr/bin/python3 /opt/smtrain/venv /src/requirements/stack-gpu.txt
 COPY docker/aws-ofi-nccl.sh /src/docker/
-RUN /src/docker/aws-ofi-nccl.sh "$AWS_OFI_NCCL_VERSION" /opt/cuda /opt/smtrain/aws-ofi-nccl
+RUN /src/docker/aws-ofi-nccl.sh "$AWS_OFI_NCCL_VERSION" "$AWS_OFI_NCCL_SHA256" /opt/cuda /opt/smtrain/aws-ofi-nccl
 RUN python3 -m venv /opt/smtrain/smdebug \
  && /opt/smtrain/smdebug/bin/pip install -q -r /src/requirements/smdebug.txt \
  && find /opt/smtrain/smdebug -name __pycache__ -prune -exec rm -rf {} +
