@@ -39,7 +39,7 @@ def found(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
                    SM_STALL_TIMEOUT_SECONDS="240", HOROVOD_TIMELINE="DYNAMIC", **IMAGE_ENV)
     done = run_train(tree, env=env, timeout=900)
     files = sorted((tree.base / "output" / "data").glob("api-*.json"))
-    assert len(files) == SIZE, done.stderr.decode()[-4000:]
+    assert done.returncode == 0 and len(files) == SIZE, done.stderr.decode()[-4000:]  # a rank failing late fails here
     return keras_api.read(files)
 
 

@@ -9,6 +9,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator, Optional
 
+import pytest
+
 REPO = Path(__file__).resolve().parent.parent.parent
 SOURCE = REPO / "entrypoint"
 
@@ -465,8 +467,14 @@ def test_no_starter_calls_back_into_a_role() -> None:
         assert handed == [], (name, handed)
 
 
+def _is_self(node: ast.AST) -> bool:
+    return isinstance(node, ast.Name) and node.id == "self"
+
+
 def _self_assignments(tree: ast.Module, cls: str) -> list[tuple[str, str]]:
-    """(method, attribute) of every `self.attribute = ...` (or +=, or annotated) in class `cls`'s methods."""
+    """(method, attribute) of every `self.attribute = ...` (or +=, or annotated) in class `cls`'s methods, and of
+    every other way to set one: `setattr(self, ...)`, `object.__setattr__(self, ...)`, `self.__dict__[...] = ...`,
+    `vars(self)[...] = ...` or `self.__dict__.update(...)` (named `<dynamic>`)."""
     found = []
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == cls:
@@ -476,9 +484,24 @@ def _self_assignments(tree: ast.Module, cls: str) -> list[tuple[str, str]]:
                         n, (ast.AugAssign, ast.AnnAssign)) else []
                     for t in targets:
                         for e in (t.elts if isinstance(t, ast.Tuple) else [t]):
-                            if isinstance(e, ast.Attribute) and isinstance(e.value, ast.Name) and e.value.id == "self":
+                            if isinstance(e, ast.Attribute) and _is_self(e.value):
                                 found.append((method.name, e.attr))
+                            elif isinstance(e, ast.Subscript) and ast.unparse(e.value) in ("self.__dict__", "vars(self)"):
+                                found.append((method.name, "<dynamic>"))
+                    if isinstance(n, ast.Call) and n.args and _is_self(n.args[0]) and ast.unparse(n.func) in (
+                            "setattr", "object.__setattr__"):
+                        found.append((method.name, "<dynamic>"))
+                    elif isinstance(n, ast.Call) and ast.unparse(n.func) in ("self.__dict__.update", "vars(self).update"):
+                        found.append((method.name, "<dynamic>"))
     return found
+
+
+@pytest.mark.parametrize("body", ["setattr(self, 'late', 1)", "object.__setattr__(self, 'late', 1)",
+                                  "self.__dict__['late'] = 1", "vars(self)['late'] = 1", "self.__dict__.update(late=1)",
+                                  "self.late += 1", "self.a, self.late = 1, 2"])
+def test_the_role_attribute_check_sees_every_way_to_set_one(body: str) -> None:
+    tree = ast.parse(f"class Role:\n    def __init__(self):\n        self.a = 0\n    def later(self):\n        {body}\n")
+    assert ("later", "<dynamic>") in _self_assignments(tree, "Role") or ("later", "late") in _self_assignments(tree, "Role")
 
 
 def test_no_attribute_of_a_role_is_assigned_outside_its_init() -> None:

@@ -128,13 +128,18 @@ def test_the_final_reason_names_every_attempt() -> None:
     assert describe_attempts([_attempt()], "a host was lost") == "not restarted: a host was lost"
 
 
-def test_progress_is_a_step_a_sign_of_life_or_horovod_s_init_returned() -> None:
+@pytest.mark.parametrize("counts,progressed", [
+    (Counts(0, 0, InitPhase.NOT_REACHED), False), (Counts(0, 0, InitPhase.WAITING), False),
+    (Counts(3, 0, InitPhase.NOT_REACHED), True),  # a step
+    (Counts(0, 2, InitPhase.WAITING), True),  # a sign of life alone (smtrain.progress.alive, a checkpoint)
+    (Counts(0, 0, InitPhase.DONE), True),  # Horovod's init returned, nothing else yet
+])
+def test_progress_is_a_step_a_sign_of_life_or_horovod_s_init_returned(counts: Counts, progressed: bool) -> None:
+    """Each on its own counts (dropping any one from run/attempt.py fails its row)."""
     progress = AttemptProgress()
     progress.observe("algo-1", 0, Counts(0, 0, InitPhase.WAITING))
-    assert not progress.progressed
-    progress.observe("algo-1", 0, Counts(0, 0, InitPhase.DONE))
-    progress.observe("algo-1", 1, Counts(7, 0, InitPhase.DONE))
-    assert progress.progressed and progress.steps == 7
+    progress.observe("algo-1", 1, counts)
+    assert progress.progressed is progressed and progress.steps == counts.steps
 
 
 def test_where_restarts_are_asked_for_a_failed_program_skips_its_teardown_unless_the_user_says_otherwise(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from ..common import console
 from ..proc.rank_progress import ProgressFile, dump_stacks
@@ -55,8 +55,9 @@ class ProgressReporter:
     when the master says the job stalled, SIGABRT to the program, whose faulthandler
     (PYTHONFAULTHANDLER) writes every thread's Python stack to the log."""
 
-    def __init__(self, contract: RankContract, env: Mapping[str, str], progress: ProgressFile) -> None:
-        self._contract, self._progress = contract, progress
+    def __init__(self, contract: RankContract, env: Mapping[str, str], progress: ProgressFile,
+                 dump: Callable[[], None] = dump_stacks) -> None:
+        self._contract, self._progress, self._dump = contract, progress, dump
         self._host, self._rank = env.get("SM_CURRENT_HOST", "?"), task_rank(env, contract)
         self._stopped = threading.Event()
         self.stall_dumped = threading.Event()  # the master said the job stalled; SIGABRT sent
@@ -66,6 +67,8 @@ class ProgressReporter:
         self._lock = threading.Lock()
         self._reported = Counts()
         self.inspector_lines = StallInspectorLines(self._named)
+        # the master's messages on this connection, each to its handler
+        self.handlers: dict[MessageType, Callable[[], None]] = {MessageType.STALL: self._stalled}
 
     def start(self) -> "ProgressReporter":
         """Starts reporting progress in a daemon thread; returns self."""
@@ -121,8 +124,12 @@ class ProgressReporter:
             return True
         if message is None:
             return False
-        if message.type is MessageType.STALL:
-            console.log("the job stalled: SIGABRT to the program, whose faulthandler logs its stack")
-            self.stall_dumped.set()
-            dump_stacks()
+        handler = self.handlers.get(message.type)
+        if handler is not None:
+            handler()
         return True
+
+    def _stalled(self) -> None:
+        console.log("the job stalled: SIGABRT to the program, whose faulthandler logs its stack")
+        self.stall_dumped.set()
+        self._dump()
