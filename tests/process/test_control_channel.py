@@ -4,6 +4,7 @@ keeps beating is not. (A host that stops answering: tests/cluster, a cut cable.)
 the master stops waiting for them."""
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -259,3 +260,33 @@ def test_a_heartbeat_sender_held_back_says_so_with_the_stack_that_held_it(capfd)
         assert isinstance(server.start_heartbeat(), Heartbeat)
     finally:
         server.close()
+
+
+def test_a_worker_whose_connection_is_backed_up_holds_back_no_other_workers_heartbeats() -> None:
+    """algo-2 reads nothing and the master's connection to it is full: the master's beats to algo-3 keep their
+    pace (a send to algo-2 would wait up to its reader's timeout, 10 s here, every beat)."""
+    server = ControlServer("127.0.0.1", 0, "token", lambda line: None)
+    stuck, beating = _worker(server.port, "algo-2"), _worker(server.port, "algo-3")
+    try:
+        assert server.wait_for_workers(["algo-2", "algo-3"], time.monotonic() + 5) == []
+        full = server.records["algo-2"].connection
+        assert full is not None
+        try:
+            while True:  # its reader left it non-blocking (a timeout): filled until the kernel takes no more
+                os.write(full.fileno(), b"x" * 65536)
+        except BlockingIOError:
+            pass
+        beating.settimeout(0.5)
+        beating.recv(65536)  # the welcome
+        server.start_heartbeat()
+        heard, deadline = b"", time.monotonic() + 3.5
+        while time.monotonic() < deadline:
+            try:
+                heard += beating.recv(65536)
+            except socket.timeout:
+                pass
+        assert heard.count(b'"heartbeat"') >= 3, heard
+    finally:
+        server.close()
+        stuck.close()
+        beating.close()

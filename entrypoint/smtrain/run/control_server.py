@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import select
 import socket
 import struct
 import tempfile
@@ -106,10 +107,24 @@ class ControlServer(ControlState):
                 pass
         return sent
 
+    def beat(self) -> None:
+        """A heartbeat to every worker whose connection takes it now. One that has not read what it was sent is
+        skipped - a beat queued behind its backlog tells it nothing - so that its backlog never holds back
+        another worker's beats (a send to it would wait up to its reader's timeout)."""
+        data = encode(MessageType.HEARTBEAT)
+        with self.lock:
+            connections = [r.connection for r in self.records.values() if r.connection is not None]
+        for sock in connections:
+            try:
+                if select.select([], [sock], [], 0)[1]:
+                    sock.sendall(data)
+            except (OSError, ValueError):
+                pass  # closed meanwhile: its reader thread notices the loss
+
     def start_heartbeat(self) -> Heartbeat:
-        """Sends every worker a heartbeat each HEARTBEAT_S, until closed; late ones are said (wire.heartbeat)."""
-        return Heartbeat(lambda: self.broadcast(MessageType.HEARTBEAT), lambda: not self._closed, self._log,
-                         HEARTBEAT_S).start()
+        """Sends every worker a heartbeat each HEARTBEAT_S (`beat`), until closed; late ones are said
+        (wire.heartbeat)."""
+        return Heartbeat(self.beat, lambda: not self._closed, self._log, HEARTBEAT_S).start()
 
     def end(self, status: int, reason: str, linger_s: float = 2.0) -> None:
         """Tell every worker the job is over (`announce_end`); wait (bounded) until they have hung up."""
