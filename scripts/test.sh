@@ -7,7 +7,7 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 venv=${SMTRAIN_VENV:-/opt/smtrain/venv}
 "$here/scripts/setup.sh" || exit $?
 cd "$here" || exit
-"$venv/bin/python" -m pytest -p no:cacheprovider -ra "$@"
+"$venv/bin/python" -m pytest -p no:cacheprovider -ra --durations=30 "$@"
 rc=$?
 if [ $rc -eq 5 ]; then
   echo "test.sh: no tests ran - treating that as a failure" >&2

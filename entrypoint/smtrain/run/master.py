@@ -65,7 +65,8 @@ class Master:
         their profiler data gathered."""
         job, server, workers = self.job, self.server, self.coordination.workers
         try:
-            server.start_heartbeat()  # from the start: a worker that is in early must not think us lost
+            if workers:  # from the start: a worker that is in early must not think us lost
+                server.start_heartbeat()
             await_workers(server, self.coordination, self.policy.not_admitted)
             await_reach(server, self.coordination, self.policy.unreachable)
             self.policy.hold(job.helpers)

@@ -37,9 +37,9 @@ class Heartbeat:
     so; says when it was late."""
 
     def __init__(self, beat: Callable[[], object], beating: Callable[[], bool], log: Callable[[str], None],
-                 interval_s: float, late_s: float = LATE_S, watchdog: bool = True) -> None:
+                 interval_s: float, late_s: float = LATE_S) -> None:
         self._beat, self._beating, self._log = beat, beating, log
-        self._interval_s, self._late_s, self._watchdog = interval_s, late_s, watchdog
+        self._interval_s, self._late_s = interval_s, late_s
         self.worst_s = 0.0  # the latest a beat went out so far
 
     def start(self) -> "Heartbeat":
@@ -50,8 +50,7 @@ class Heartbeat:
         due, said = time.monotonic(), False
         try:
             while self._beating():
-                if self._watchdog:
-                    faulthandler.dump_traceback_later(self._interval_s + self._late_s, repeat=False, file=2, exit=False)
+                faulthandler.dump_traceback_later(self._interval_s + self._late_s, repeat=False, file=2, exit=False)
                 late = time.monotonic() - due
                 self._beat()
                 late = max(late, time.monotonic() - due)
@@ -65,5 +64,4 @@ class Heartbeat:
                 due = max(due + self._interval_s, time.monotonic())
                 time.sleep(max(0.0, due - time.monotonic()))
         finally:
-            if self._watchdog:
-                faulthandler.cancel_dump_traceback_later()
+            faulthandler.cancel_dump_traceback_later()
