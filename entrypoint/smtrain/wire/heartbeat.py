@@ -17,7 +17,6 @@ import faulthandler
 import sys
 import threading
 import time
-import traceback
 from typing import Callable
 
 __all__ = ["Heartbeat", "LATE_S", "thread_stacks"]
@@ -27,6 +26,8 @@ LATE_S = 3.0  # a beat this late is said (a peer's heartbeat timeout is at least
 
 def thread_stacks() -> str:
     """Every thread's Python stack, named, as it is now."""
+    import traceback  # here: only a late beat needs it, and every `train` imports this module at start
+
     names = {t.ident: t.name for t in threading.enumerate()}
     return "".join(f"thread {names.get(ident, ident)}:\n{''.join(traceback.format_stack(frame))}"
                    for ident, frame in sys._current_frames().items())
