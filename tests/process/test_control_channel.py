@@ -290,3 +290,34 @@ def test_a_worker_whose_connection_is_backed_up_holds_back_no_other_workers_hear
         server.close()
         stuck.close()
         beating.close()
+
+
+def test_a_worker_whose_connection_has_a_descriptor_past_1024_still_gets_heartbeats() -> None:
+    """A large job's master holds three connections a rank (progress, stdout, stderr): a worker that joins after
+    them gets a descriptor past select()'s FD_SETSIZE (1024), which select() refuses."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, min(hard, 4096)), hard))
+    fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    server = ControlServer("127.0.0.1", 0, "token", lambda line: None)
+    worker = _worker(server.port, "algo-2")
+    try:
+        assert server.wait_for_workers(["algo-2"], time.monotonic() + 5) == []
+        connection = server.records["algo-2"].connection
+        assert connection is not None and connection.fileno() >= 1024, connection
+        server.start_heartbeat()
+        heard, deadline = b"", time.monotonic() + 2.5
+        worker.settimeout(0.5)
+        while time.monotonic() < deadline:
+            try:
+                heard += worker.recv(65536)
+            except socket.timeout:
+                pass
+        assert heard.count(b'"heartbeat"') >= 2, heard
+    finally:
+        server.close()
+        worker.close()
+        for fd in fillers:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))

@@ -20,7 +20,8 @@ from .setting_types import (ABSOLUTE_PATH, CHOICE_0_1, PORT, SWITCH, TEXT, Choic
                             SettingType, StepWindow, WholeNumber)
 
 __all__ = [
-    "CONTROL_PORT", "DETAILED_PROFILING", "FRAMEWORK_METRICS", "GRACE_PERIOD", "HEARTBEAT_TIMEOUT", "MAX_RESTARTS",
+    "CONTROL_PORT", "DETAILED_PROFILING", "FRAMEWORK_METRICS", "GRACE_PERIOD", "HEARTBEAT_TIMEOUT", "INTERMEDIATE_RETRY",
+    "MAX_RESTARTS",
     "MIN_FREE_MB", "MONITOR", "MONITOR_INTERVAL", "PEER_WAIT", "PYTHON_PROFILING", "SETTINGS", "SKIP_TEARDOWN",
     "SSHD_CONFIG", "SSHD_PORT", "STALL_TIMEOUT", "TRAIN", "Setting", "Settings", "help_text", "load_settings",
     "markdown_table",
@@ -68,6 +69,10 @@ class Setting(Generic[T]):
 S3_PLUGIN = "the s3:// file system (native/s3/)"
 S3_PART = WholeNumber("bytes", (5 << 20, 5 << 30), "a whole number of bytes from 5242880 to 5368709120 (S3's part sizes)")
 
+INTERMEDIATE_RETRY = Setting("intermediate_retry_s", None, "SMTRAIN_INTERMEDIATE_RETRY_S", SecondsList(), (1.0, 3.0, 9.0),
+                             "the waits (seconds, comma-separated) between an intermediate file's upload attempts",
+                             "SageMaker jobs", default_text="`1,3,9`",
+                             read_by="the intermediate output's syncer (smtrain.sync.intermediate_output)")
 GRACE_PERIOD = Setting("grace_period_s", "sagemaker_grace_period_seconds", "SM_GRACE_PERIOD_SECONDS", Seconds(), 110.0,
                        "from SIGTERM to SIGKILL of the program (SageMaker kills 120 s after SIGTERM)")
 PEER_WAIT = Setting("peer_wait_s", "sagemaker_peer_wait_seconds", "SM_PEER_WAIT_SECONDS", Seconds(),
@@ -132,9 +137,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     Setting("s3_output", "sagemaker_s3_output", None, TEXT, "",
             "where output/intermediate is synced while the job runs (s3://..., as sagemaker-training)",
             "SageMaker jobs", read_by="plan.intermediate"),
-    Setting("intermediate_retry_s", None, "SMTRAIN_INTERMEDIATE_RETRY_S", SecondsList(), "1,3,9",
-            "the waits (seconds, comma-separated) between an intermediate file's upload attempts",
-            "SageMaker jobs", read_by="the intermediate output's syncer (smtrain.sync.intermediate_output)"),
+    INTERMEDIATE_RETRY,
     Setting("codeartifact", None, "CA_REPOSITORY_ARN", TEXT, "",
             "an AWS CodeArtifact repository's ARN: requirements are installed from it", "with requirements",
             read_by="plan.requirements"),

@@ -61,7 +61,7 @@ def ssh_port(custom_options: Sequence[str]) -> int:
             port = int(given)
         elif word.startswith("-p") and word[2:].isdigit():
             port = int(word[2:])
-        elif word in ("-o", "-o ") and given.lower().startswith("port="):
+        elif word == "-o" and given.lower().startswith("port="):
             port = int(given[5:]) if given[5:].isdigit() else port
         elif word.lower().startswith("-oport=") and word[7:].isdigit():
             port = int(word[7:])

@@ -85,9 +85,7 @@ class ControlServer(ControlState):
     def broadcast(self, message_type: MessageType, **fields: Any) -> None:
         """Sends a message to every worker connected now; a broken connection shows in its reader."""
         data = encode(message_type, **fields)
-        with self.lock:
-            connections = [r.connection for r in self.records.values() if r.connection is not None]
-        for sock in connections:
+        for sock in self._worker_connections():
             try:
                 sock.sendall(data)
             except OSError:
@@ -112,14 +110,19 @@ class ControlServer(ControlState):
         skipped - a beat queued behind its backlog tells it nothing - so that its backlog never holds back
         another worker's beats (a send to it would wait up to its reader's timeout)."""
         data = encode(MessageType.HEARTBEAT)
-        with self.lock:
-            connections = [r.connection for r in self.records.values() if r.connection is not None]
-        for sock in connections:
+        for sock in self._worker_connections():
             try:
-                if select.select([], [sock], [], 0)[1]:
+                writable = select.poll()  # poll, not select: a large job's descriptors pass FD_SETSIZE (1024)
+                writable.register(sock, select.POLLOUT)
+                if writable.poll(0):
                     sock.sendall(data)
             except (OSError, ValueError):
                 pass  # closed meanwhile: its reader thread notices the loss
+
+    def _worker_connections(self) -> list[socket.socket]:
+        """The workers' connections open now."""
+        with self.lock:
+            return [r.connection for r in self.records.values() if r.connection is not None]
 
     def start_heartbeat(self) -> Heartbeat:
         """Sends every worker a heartbeat each HEARTBEAT_S (`beat`), until closed; late ones are said

@@ -111,7 +111,6 @@ class MasterLink:
         what = f"lost the master {self._master} before the job ended ({self.lost}); stopping this host's ranks"
         return JobOutcome.of_cause(FailureCause.MASTER_LOST, what, host=self._master)
 
-
     def _run(self) -> None:
         silence = PeerSilence(self._silence_s, f"the master {self._master}", log)
         while not self.over():

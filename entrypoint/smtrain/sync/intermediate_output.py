@@ -25,10 +25,12 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
+from ..config.settings import INTERMEDIATE_RETRY
+
 __all__ = ["RETRY_S", "Syncer", "main"]
 
 TMP = ".tmp.sagemaker_s3_sync"  # sagemaker-training's folder for the copies, left out of the sync
-RETRY_S = (1.0, 3.0, 9.0)  # the waits between an upload's attempts
+RETRY_S: tuple[float, ...] = INTERMEDIATE_RETRY.default  # the waits between an upload's attempts
 UPLOADERS = 2
 
 
@@ -157,9 +159,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     client = boto3.client("s3", region_name=os.environ.get("AWS_REGION"),
                           endpoint_url=os.environ.get("S3_ENDPOINT_URL") or None)
-    retry = os.environ.get("SMTRAIN_INTERMEDIATE_RETRY_S")
+    retry = os.environ.get(INTERMEDIATE_RETRY.variable or "")  # checked when train started (config.settings)
     syncer = Syncer(args.folder, args.bucket, args.prefix, client,
-                    [float(s) for s in retry.split(",")] if retry else RETRY_S)
+                    INTERMEDIATE_RETRY.type.parse(retry) if retry else RETRY_S)
     log(f"syncing {args.folder} to s3://{args.bucket}/{syncer.prefix}")
     watch(syncer, args.stop_file, wake_r)
     failed = syncer.finish()
