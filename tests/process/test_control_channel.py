@@ -279,13 +279,7 @@ def test_a_worker_whose_connection_is_backed_up_holds_back_no_other_workers_hear
         beating.settimeout(0.5)
         beating.recv(65536)  # the welcome
         server.start_heartbeat()
-        heard, deadline = b"", time.monotonic() + 3.5
-        while time.monotonic() < deadline:
-            try:
-                heard += beating.recv(65536)
-            except socket.timeout:
-                pass
-        assert heard.count(b'"heartbeat"') >= 3, heard
+        assert _heartbeats_heard(beating, 3.5) >= 3
     finally:
         server.close()
         stuck.close()
@@ -307,17 +301,22 @@ def test_a_worker_whose_connection_has_a_descriptor_past_1024_still_gets_heartbe
         connection = server.records["algo-2"].connection
         assert connection is not None and connection.fileno() >= 1024, connection
         server.start_heartbeat()
-        heard, deadline = b"", time.monotonic() + 2.5
-        worker.settimeout(0.5)
-        while time.monotonic() < deadline:
-            try:
-                heard += worker.recv(65536)
-            except socket.timeout:
-                pass
-        assert heard.count(b'"heartbeat"') >= 2, heard
+        assert _heartbeats_heard(worker, 2.5) >= 2
     finally:
         server.close()
         worker.close()
         for fd in fillers:
             os.close(fd)
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+
+def _heartbeats_heard(sock: socket.socket, seconds: float) -> int:
+    """How many heartbeats come on a worker's end of the control connection within `seconds`."""
+    heard, deadline = b"", time.monotonic() + seconds
+    sock.settimeout(0.5)
+    while time.monotonic() < deadline:
+        try:
+            heard += sock.recv(65536)
+        except socket.timeout:
+            pass
+    return heard.count(b'"heartbeat"')
