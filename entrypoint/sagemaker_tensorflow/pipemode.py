@@ -13,8 +13,11 @@
   `max_corrupted_records_to_skip` TFRecord records whose data CRC fails are dropped before one is
   an error. Errors name the channel, the epoch's FIFO and the byte offset.
 - Under `train`, each rank reads its own FIFOs ($SM_PIPE_<CHANNEL>, one per Horovod local rank,
-  fed by the demultiplexer): `.shard()` is not needed. With a `pipe_dir` other than the default,
-  the FIFOs are `<pipe_dir>/<channel>_<N>` as before.
+  fed by the demultiplexer): `.shard()` is not needed. A `.shard(n, i)` on the dataset that asks
+  for what the demultiplexers already deal - each rank's share (n the job's ranks, i this rank), or,
+  where the channel is dealt across the job's hosts, each host's (n the hosts, i this host) - is
+  that share already: it is ignored, and the log says so; any other is applied. With a `pipe_dir`
+  other than the default, the FIFOs are `<pipe_dir>/<channel>_<N>` as before.
 - benchmark=True prints each epoch's record count, bytes and rate to stdout at its end, and every
   `benchmark_records_interval` records when that is > 0.
 """
@@ -131,4 +134,34 @@ def PipeModeDataset(channel: str, record_format: str = "RecordIO", state_dir: st
         dataset = tf.data.Dataset.from_generator(
             lambda: _benchmarked(channel, (r.numpy() for r in plain), benchmark_records_interval),
             output_signature=tf.TensorSpec(shape=(), dtype=tf.string))
+    return _dealt_shards(channel, dataset)
+
+
+def _dealt_shards(channel: str, dataset):  # -> tf.data.Dataset
+    """The dataset whose `.shard(n, i)` ignores a shard that the demultiplexers deal already (the module's
+    docstring), where `train` deals the channel to the ranks."""
+    dealt = os.environ.get(pipe_variable("DEALT", channel), "none")
+    if dealt not in ("job", "host"):
+        return dataset
+    rank = (int(os.environ.get("SM_SIZE", "1")), int(os.environ.get("SM_RANK", "0")))  # the rank launcher's
+    try:
+        hosts = json.loads(os.environ.get("SM_HOSTS", "[]"))
+        host = (len(hosts), hosts.index(os.environ.get("SM_CURRENT_HOST", "")))
+    except ValueError:
+        host = None
+    applied = dataset.shard
+
+    def shard(num_shards, index, name=None):  # -> tf.data.Dataset
+        try:
+            asked = (int(num_shards), int(index))
+        except TypeError:  # tensors: applied as given
+            asked = None
+        if asked is not None and (asked == rank or (dealt == "job" and asked == host)):
+            whose = "each rank's" if asked == rank else "each host's"
+            sys.stderr.write(f"PipeModeDataset {channel}: .shard({asked[0]}, {asked[1]}) ignored: train deals {whose} "
+                             "share of this channel already, so every record is read once an epoch (README, Pipe mode)\n")
+            return dataset
+        return applied(num_shards, index, name=name)
+
+    dataset.shard = shard
     return dataset

@@ -129,19 +129,22 @@ def test_every_field_the_product_sends_is_the_one_its_type_declares() -> None:
 
 def test_every_declared_message_has_its_handler_on_the_side_that_receives_it_and_no_other() -> None:
     """A message is one declaration (its type's fields, sender, receiver, meaning) plus its handler on the
-    receiving side: the master's control server (a connection's first message, a worker's, a rank's), a
-    worker's link to the master, a rank's reporter. Heartbeats are every reader's; nothing handles INVALID."""
+    receiving side: the master's control server (a connection's first message, a worker's, a rank's, a
+    demultiplexer's), a worker's link to the master, a rank's reporter, a demultiplexer's link. Heartbeats are
+    every reader's; nothing handles INVALID."""
+    from smtrain.data.job_dealing import HANDLED
     from smtrain.run.control_server import FIRST, ControlServer
     from smtrain.run.link import MasterLink
-    from smtrain.wire.control_protocol import MASTER, RANK, WORKER
+    from smtrain.wire.control_protocol import DEMUX, MASTER, RANK, WORKER
 
     server = ControlServer("127.0.0.1", 0, "token", lambda line: None)
     try:
-        handled = {MASTER: {*FIRST, *server._handlers, *server.rank_handlers},
+        handled = {MASTER: {*FIRST, *server._handlers, *server.rank_handlers, *server.pipe_dealings.handlers},
                    WORKER: set(MasterLink(None, "algo-1", 10.0, None)._handlers)}  # type: ignore[arg-type]
     finally:
         server.close()
     handled[RANK] = set(_reporter(lambda: None).handlers)
+    handled[DEMUX] = set(HANDLED)
     for side, types in handled.items():
         declared = {t for t in MessageType if t.receiver == side}
         assert (side, types) == (side, declared), "a handler without its declaration, or a declaration without one"

@@ -286,14 +286,32 @@ def test_the_dry_run_says_which_network_variables_are_the_jobs_own(tmp_path: Pat
 
 
 def test_the_dry_run_says_per_pipe_channel_how_its_records_are_dealt(tmp_path: Path) -> None:
-    """Through the demultiplexer on this host's ranks, and across hosts as SageMaker distributes the channel
-    (the README's Pipe-mode rule: a FullyReplicated channel reaches every host whole)."""
+    """The README's Pipe-mode rule, per channel: a FullyReplicated channel of an MPI job on several hosts is dealt
+    across the job's hosts (with one rank a host too: through a demultiplexer, not read whole), agreed through the
+    master's control server; SMTRAIN_PIPE_DEALING=host deals it on each host alone; a ShardedByS3Key one is each
+    host's own share, dealt across its ranks; the ranks' SM_PIPE_DEALT_<C> says which."""
     plan = _plan(tmp_path, "algo-2")
-    assert ("Pipe channel train: dealt in whole records to those of this host's 2 ranks that open it, in equal counts "
-            "(at most 1 records an epoch left out); every host receives the whole channel (FullyReplicated): a script "
-            "that trains one model on several hosts shards it by host (README, Pipe mode)") in plan.notes
-    sharded = make_tree(tmp_path / "sharded", hosts=HOSTS, current_host="algo-1", hyperparameters=MPI,
-                        channels={"train": {**PIPE["train"], "S3DistributionType": "ShardedByS3Key"}})
-    notes = plan_launch(load_config(sharded.env(SM_CONTROL_PORT="7100")), FACTS, "/venv/bin/python", token="t" * 32).notes
-    assert any(n.startswith("Pipe channel train: dealt") and n.endswith("its own share of the objects (ShardedByS3Key)")
-               for n in notes), notes
+    (note,) = [n for n in plan.notes if n.startswith("Pipe channel train:")]
+    assert "deals it alike, in whole records, to the job's ranks that open it, over its 2 hosts" in note, note
+    (spec,) = plan.demux
+    assert spec.argv[-2:] == ("--job", "algo-1:7100:algo-2:2:2") and plan.env_set["SM_PIPE_DEALT_TRAIN"] == "job"
+
+    def plan_of(name: str, channel: dict, hyperparameters: dict = MPI, **env: str):
+        tree = make_tree(tmp_path / name, hosts=HOSTS, current_host="algo-1", hyperparameters=hyperparameters,
+                         channels={"train": {**PIPE["train"], **channel}})
+        return plan_launch(load_config(tree.env(SM_CONTROL_PORT="7100", **env)), FACTS, "/venv/bin/python",
+                           token="t" * 32)
+
+    one = plan_of("one", {}, {**MPI, "sagemaker_mpi_num_of_processes_per_host": "1"})
+    assert [s.argv[-2:] for s in one.demux] == [("--job", "algo-1:7100:algo-1:2:0")]
+    assert one.env_set["SM_PIPE_MODE_TRAIN"] == "demux"
+    for name, made in (("sharded", plan_of("sharded", {"S3DistributionType": "ShardedByS3Key"})),
+                       ("host", plan_of("host", {}, SMTRAIN_PIPE_DEALING="host"))):
+        (spec,) = made.demux
+        assert "--job" not in spec.argv and made.env_set["SM_PIPE_DEALT_TRAIN"] == "host", name
+        (note,) = [n for n in made.notes if n.startswith("Pipe channel train:")]
+        assert note.startswith("Pipe channel train: dealt in whole records to those of this host's 2 ranks"), note
+        assert ("its own share of the objects (ShardedByS3Key)" in note) == (name == "sharded"), note
+    with pytest.raises(ConfigError, match="SMTRAIN_PIPE_DEALING.*job or host"):
+        plan_of("bad", {}, SMTRAIN_PIPE_DEALING="hosts")
+

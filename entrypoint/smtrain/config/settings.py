@@ -22,7 +22,7 @@ from .setting_types import (ABSOLUTE_PATH, CHOICE_0_1, PORT, SWITCH, TEXT, Choic
 __all__ = [
     "CONTROL_PORT", "DETAILED_PROFILING", "FRAMEWORK_METRICS", "GRACE_PERIOD", "HEARTBEAT_TIMEOUT", "INTERMEDIATE_RETRY",
     "MAX_RESTARTS",
-    "MIN_FREE_MB", "MONITOR", "MONITOR_INTERVAL", "PEER_WAIT", "PYTHON_PROFILING", "SETTINGS", "SKIP_TEARDOWN",
+    "MIN_FREE_MB", "MONITOR", "MONITOR_INTERVAL", "PEER_WAIT", "PIPE_DEALING", "PYTHON_PROFILING", "SETTINGS", "SKIP_TEARDOWN",
     "SSHD_CONFIG", "SSHD_PORT", "STALL_TIMEOUT", "TRAIN", "Setting", "Settings", "help_text", "load_settings",
     "markdown_table",
 ]
@@ -108,6 +108,9 @@ PYTHON_PROFILING = Setting("python_profiling", "sagemaker_python_profiling", "SM
                            default_text="off, or profilerconfig.json's")
 MIN_FREE_MB = Setting("profiler_min_free_mb", "sagemaker_profiler_min_free_mb", "SM_PROFILER_MIN_FREE_MB",
                       WholeNumber("MiB"), 1024, "the free space (MiB) step events never take")
+PIPE_DEALING = Setting("pipe_dealing", "sagemaker_pipe_dealing", "SMTRAIN_PIPE_DEALING", Choice("job", "host"), "job",
+                       "a FullyReplicated Pipe channel of an MPI job on several hosts: job - each record reaches one rank "
+                       "of the job an epoch; host - every host's ranks share the whole channel", "Pipe mode")
 SKIP_TEARDOWN = Setting("skip_teardown_on_failure", None, "SM_SKIP_TEARDOWN_ON_FAILURE", CHOICE_0_1,
                         lambda context: "", "1: a program dying of an uncaught exception skips the interpreter's "
                         "teardown (its threads and atexit handlers still run); 0 keeps it",
@@ -133,6 +136,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     Setting("pipe_emulation", "sagemaker_pipe_emulation", "SM_PIPE_EMULATION", TEXT, "auto",
             "File channels streamed as Pipe mode: auto (in SDK local mode), on, off, or channel names", "Pipe mode",
             read_by="plan.localmode"),
+    PIPE_DEALING,
     MONITOR, MONITOR_INTERVAL, FRAMEWORK_METRICS, DETAILED_PROFILING, PYTHON_PROFILING, MIN_FREE_MB,
     Setting("s3_output", "sagemaker_s3_output", None, TEXT, "",
             "where output/intermediate is synced while the job runs (s3://..., as sagemaker-training)",

@@ -66,17 +66,23 @@ class Dealer:
     The transport is chosen once: blocks spliced from the source in the kernel (smtrain.data.spliced)
     where the source is a pipe and nothing is left out, else written from the buffer the source is
     read into; splicing falls back to writing for good where a round outgrows the carry pipe, and at
-    the epoch's end."""
+    the epoch's end.
+
+    `fixed`: the ranks dealt to are the job's, over several hosts (smtrain.data.job_dealing): those of
+    other hosts have no FIFO here (their blocks go to /dev/null, in the kernel where spliced), and a rank
+    that goes away keeps its share, so that every host deals the stream alike."""
 
     def __init__(self, source: Path, src: int, fds: dict[int, Optional[int]], names: dict[int, str],
-                 fmt: RecordFormat, splice: bool, stop: Optional[Callable[[], bool]] = None) -> None:
+                 fmt: RecordFormat, splice: bool, stop: Optional[Callable[[], bool]] = None, fixed: bool = False) -> None:
         self.source, self.src, self.fmt = source, src, fmt
         self.stop = stop  # a restart in place asked for: the dealing ends (its source is drained)
-        self.fds = fds  # each rank's FIFO, open for writing; None once the rank is dropped
+        self.fds = fds  # each rank's FIFO, open for writing; None once the rank is dropped (or on another host)
         self.names = names  # each rank's FIFO's name, for the log
-        self.live = [r for r, fd in fds.items() if fd is not None]  # the ranks still dealt to, in order
+        self.fixed = fixed
+        self.live = [r for r, fd in fds.items() if fd is not None or fixed]  # the ranks still dealt to, in order
         self.counts = {r: 0 for r in self.live}  # records dealt to each rank
         self.left_over = 0  # records at the epoch's end too few for one more round, not dealt
+        self.first: Optional[int] = None  # the fingerprint of the epoch's first record, once seen
         self.splitter = RecordSplitter(fmt, check_crc=False)  # the ranks check CRCs; here only framing matters
         self.spliced: Optional[SplicedSource] = SplicedSource.open(src, PIPE_SIZE) if splice else None
 
@@ -95,13 +101,27 @@ class Dealer:
 
     def drop_rank(self, rank: int) -> None:
         """A rank that went away: its FIFO closed, dealt nothing more."""
-        log(f"{self.names[rank]}: rank {rank} went away; dropping it")
+        log(f"{self.names[rank]}: rank {rank} went away; "
+            + ("its share goes nowhere" if self.fixed else "dropping it"))
         os.close(self.fds[rank])  # type: ignore[arg-type]
         self.fds[rank] = None
-        self.live.remove(rank)
+        if not self.fixed:
+            self.live.remove(rank)
+
+    def reading(self) -> bool:
+        """Whether a rank of this host is still dealt to."""
+        return any(self.fds[r] is not None for r in self.live)
+
+    def note_first(self, span: Span) -> None:
+        """The epoch's first record, at `span` of the buffer: its fingerprint kept (`first`)."""
+        if self.first is None:
+            with self.splitter.view() as view:
+                self.first = fingerprint(payload(self.fmt, view, span))
 
     def write(self, rank: int, pieces: list) -> None:
         """Write `pieces` to a rank's FIFO; a rank that went away is dropped."""
+        if self.fds[rank] is None:
+            return
         try:
             write_pieces(self.fds[rank], pieces)  # type: ignore[arg-type]
         except BrokenPipeError:
@@ -131,9 +151,10 @@ class Dealer:
         """The whole stream in rounds of blocks fixed by its first records; the last, unfinished round
         in equal blocks of what is left (what is left then, fewer than one per rank: `left_over`)."""
         splitter, block = self.splitter, 0
-        while self.live and self.fill():
+        while self.reading() and self.fill():
             found = splitter.frames()
             if found.count:
+                self.note_first(found.span(0, 0))
                 block = block or block_for(found, len(self.live))
                 whole = found.count - found.count % (block * len(self.live)) if block else 0  # whole rounds only
                 if whole < found.count:
@@ -147,7 +168,9 @@ class Dealer:
                 break
         self.unsplice()  # the end (or corruption): the last round is dealt from the buffer
         splitter.end_last_line()
-        rest = splitter.frames() if self.live else Frames(0, [], 0)
+        rest = splitter.frames() if self.reading() else Frames(0, [], 0)
+        if rest.count:
+            self.note_first(rest.span(0, 0))
         share = rest.count // len(self.live) if self.live else 0
         if share:  # the last round: equal blocks of what is left
             self.send(rest, share * len(self.live), share)
@@ -159,17 +182,19 @@ class Dealer:
         rewinding: each record is judged once)."""
         splitter = self.splitter
         carry: list[bytes] = []
-        while self.live and self.fill():
+        while self.reading() and self.fill():
             carry = self._send_kept(splitter.frame_spans(), carry, drop)
             if splitter.failed:
                 break
         splitter.end_last_line()
-        self.left_over = len(self._send_kept(splitter.frame_spans(), carry, drop)) if self.live else 0
+        self.left_over = len(self._send_kept(splitter.frame_spans(), carry, drop)) if self.reading() else 0
         splitter.finish()
 
     def _send_kept(self, found: Sequence[Span], carry: list[bytes], drop: Fingerprints) -> list[bytes]:
         """The records of `found` not in `drop`, after `carry`, dealt in whole rounds; the rest of the
         last round comes back as copies (spans do not outlive the next read)."""
+        if found:
+            self.note_first(found[0])
         with self.splitter.view() as view:
             pieces = carry + [view[a:b] for a, b in found if not drop.take(fingerprint(payload(self.fmt, view, (a, b))))]
             ranks = list(self.live)
@@ -184,7 +209,7 @@ class Dealer:
     def pass_on_corrupt(self, error: CorruptRecord) -> None:
         """The ranks must not take a cut-short epoch for a whole one: the next rank gets the bad bytes,
         so its own reader fails with a clear error, and the job with it."""
-        live = self.live
+        live = [r for r in self.live if self.fds[r] is not None]
         log(f"{self.source}: {error}; passing the rest to rank {live[0] if live else '-'}, whose reader will fail")
         if live:
             with self.splitter.view() as view:

@@ -27,8 +27,15 @@ still checks their CRCs. Passing blocks waits while a rank's pipe is full (back-
 unbounded buffer); every rank's FIFO is closed at the end of each epoch; a rank that never opens its
 FIFO, or dies, is dropped after a bounded wait instead of hanging the others.
 
+A channel dealt across the job's hosts (`--job`; FullyReplicated under MPI on several hosts: every host
+receives the same stream): every host's demultiplexer deals it alike to the job's readers, which they agree
+through the master before each attempt's first epoch (smtrain.data.job_dealing); this host's ranks get their
+blocks, the other hosts' blocks go to /dev/null in the kernel, and a rank that goes away keeps its share.
+After each epoch the master compares what the hosts dealt, and says where their streams differed.
+
 A channel with a ShuffleConfig: after a restart, FIFO 0 comes in another order than the interrupted
-epoch, so before dealing it the demultiplexer leaves out the records this host's ranks consumed, whose
+epoch, so before dealing it the demultiplexer leaves out the records this host's ranks (dealt across the
+job's hosts: the job's ranks, gathered by the master) consumed, whose
 fingerprints (smtrain.data.fingerprints) each rank's reader leaves beside its FIFO before opening it
 (`consumed_handoff`: from the checkpoint the program restored), and the ranks' readers skip nothing
 more. It holds on every host of a job, and after a restart in place as after a spot restart.
@@ -39,7 +46,6 @@ from __future__ import annotations
 
 import argparse
 import errno
-import itertools
 import os
 import sys
 import time
@@ -47,24 +53,27 @@ from pathlib import Path
 from typing import Callable, NamedTuple, Optional, Sequence
 
 from ..common.console import log, set_prefix
-from ..wire.pipe_assignment import consumed_handoff, demux_folder, demux_prefix, rank_ended_marker
+from ..wire.pipe_assignment import JobAddress, consumed_handoff, demux_folder, demux_prefix, rank_ended_marker
 from ..wire.record_format import RecordFormat
 from .dealer import PIPE_SIZE, Dealer, drain
-from .demux_restarts import Restarts, wait_readable
+from .demux_restarts import Restarts, consumed_before_restart, wait_readable
 from .fifo import PipeError, open_fifo, set_pipe_size
-from .fingerprints import Fingerprints, from_bytes
+from .fingerprints import Fingerprints
+from .job_dealing import JobDealt, JobLink, agree
 from .record_reader import CorruptRecord
 
-__all__ = ["EpochResult", "consumed_before_restart", "demux_epoch", "main", "run", "settle_readers"]
+__all__ = ["EpochResult", "demux_epoch", "main", "run", "settle_readers"]
 
 
 class EpochResult(NamedTuple):
     """How one epoch was dealt: records per rank, ranks dropped, records left over."""
-    records: dict[int, int]  # records dealt to each reading rank (nothing when passed through)
+    records: dict[int, int]  # records dealt to each reading rank of this host (nothing when passed through)
     dropped: tuple[int, ...]  # ranks that never opened their FIFO or went away
     left_over: int = 0  # records at the epoch's end too few for one more round, not dealt
     passed_bytes: Optional[int] = None  # one reader: the bytes passed to it (None: records were dealt)
     source_read: bool = True  # the source epoch was opened (and read to its end); False: left for the next
+    job_records: Optional[int] = None  # dealt across the job's hosts: the records of the whole stream
+    first: Optional[int] = None  # dealt across the job's hosts: the fingerprint of the stream's first record
 
 
 def _try_open_target(path: Path) -> Optional[int]:
@@ -115,11 +124,13 @@ def settle_readers(targets: dict[int, Path], markers: dict[int, Path], poll_s: f
 
 def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_wait_s: float,
                 source_wait_s: float, drop: Optional[Fingerprints] = None,
-                opened: Optional[dict[int, int]] = None, restarts: Optional[Restarts] = None) -> EpochResult:
+                opened: Optional[dict[int, int]] = None, restarts: Optional[Restarts] = None,
+                job: Optional[JobDealt] = None) -> EpochResult:
     """Deal one epoch to the ranks in `targets` (their FIFOs; those in `opened` already open for
     writing); `drop`: records to leave out (a resumed shuffled epoch's consumed ones). The source is
     opened only when some rank reads. With `restarts` (SageMaker's own FIFOs), a source once opened
-    is read to its end whatever happens to the ranks, and a restart asked for ends the dealing."""
+    is read to its end whatever happens to the ranks, and a restart asked for ends the dealing. With
+    `job`, the stream is dealt to the job's readers, of which `targets` are this host's."""
     stop = restarts.check if restarts is not None else (lambda: False)
     deadline = time.monotonic() + rank_wait_s
     fds: dict[int, Optional[int]] = {r: (opened or {}).get(r) for r in sorted(targets)}
@@ -141,10 +152,16 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
             if fd is not None:
                 os.close(fd)
         raise
-    if len(live) == 1 and drop is None:
+    if len(live) == 1 and drop is None and (job is None or len(job.readers) == 1):
         return _pass_through(src, live[0], fds, targets[live[0]].name, source, restarts, tuple(targets.values()))
-    dealer = Dealer(source, src, fds, {r: t.name for r, t in targets.items()}, fmt, splice=drop is None,
-                    stop=None if restarts is None else stop)
+    if job is None:
+        dealt, names = fds, {r: t.name for r, t in targets.items()}
+    else:  # the job's readers, by global rank: those of other hosts without a FIFO here
+        dealt = {g: fds.get(g - job.first_rank) for g in job.readers}
+        names = {g: targets[g - job.first_rank].name if g - job.first_rank in targets else f"rank {g}"
+                 for g in job.readers}
+    dealer = Dealer(source, src, dealt, names, fmt, splice=drop is None, stop=None if restarts is None else stop,
+                    fixed=job is not None)
     try:
         if drop is not None:
             dealer.deal_kept(drop)
@@ -153,13 +170,21 @@ def demux_epoch(source: Path, targets: dict[int, Path], fmt: RecordFormat, rank_
     except CorruptRecord as e:
         dealer.pass_on_corrupt(e)
     finally:
+        if job is not None:  # back to this host's local ranks
+            for g, fd in dealt.items():
+                if g - job.first_rank in fds:
+                    fds[g - job.first_rank] = fd
         dropped = tuple(r for r, fd in fds.items() if fd is None)
         if restarts is not None:  # SageMaker's FIFO is never closed before its end
             dealer.close_ranks()
             restarts.released(targets.values())
             dealer.drain(stop)
         dealer.close()
-    return EpochResult(dealer.counts, dropped, dealer.left_over)
+    if job is None:
+        return EpochResult(dealer.counts, dropped, dealer.left_over)
+    counts = {g - job.first_rank: n for g, n in dealer.counts.items() if g - job.first_rank in targets}
+    return EpochResult(counts, dropped, dealer.left_over, job_records=sum(dealer.counts.values()) + dealer.left_over,
+                       first=dealer.first)
 
 
 def _appears(source: Path, timeout: float, stop: Callable[[], bool]) -> bool:
@@ -201,30 +226,15 @@ def _pass_through(src: int, rank: int, fds: dict[int, Optional[int]], name: str,
                        passed_bytes=passed)
 
 
-def consumed_before_restart(prefixes: dict[int, Path], channel: str) -> Optional[Fingerprints]:
-    """The records of `channel`'s interrupted epoch that this host's ranks (those that opened their
-    FIFO 0 at `prefixes`) consumed before a restart, as each left them before opening it
-    (smtrain.pipes, from the checkpoint it restored); None where none did."""
-    found = {}
-    for rank, prefix in prefixes.items():
-        try:
-            found[rank] = from_bytes(consumed_handoff(prefix).read_bytes())
-        except FileNotFoundError:
-            continue
-    if not found:
-        return None
-    drop = Fingerprints(itertools.chain.from_iterable(found.values()))
-    log(f"{channel}: resuming: the {drop.total} records local rank{'s' if len(found) > 1 else ''} "
-        f"{', '.join(map(str, found))} consumed of the interrupted epoch are left out of FIFO 0")
-    return drop
-
-
 def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s: float,
-        source_wait_s: float, epochs: Optional[int] = None, restarts: Optional[Restarts] = None) -> None:
+        source_wait_s: float, epochs: Optional[int] = None, restarts: Optional[Restarts] = None,
+        job: Optional[JobAddress] = None) -> None:
     """Deal epoch after epoch to the ranks that read epoch 0, leaving out of the first (FIFO 0: a
     restarted job's resumed epoch) what the ranks consumed before. Ends when no rank reads any more -
     or, with `restarts` (SageMaker's own FIFOs), waits then for a restart in place, whose ranks get
-    SageMaker's next epoch as their FIFO 0 (smtrain.data.demux_restarts)."""
+    SageMaker's next epoch as their FIFO 0 (smtrain.data.demux_restarts). With `job`, the channel is
+    dealt across the job's hosts: the readers, and what they consumed, are agreed with every host's
+    demultiplexer through the master (smtrain.data.job_dealing) before each attempt's first epoch."""
     folder = demux_folder(data_dir)
     folder.mkdir(parents=True, exist_ok=True)
     for r in range(ranks):  # an earlier attempt's (a restart in place): this one's ranks start after us
@@ -232,6 +242,8 @@ def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s
         consumed_handoff(demux_prefix(data_dir, channel, r)).unlink(missing_ok=True)
     readers: Optional[list[int]] = None
     drop: Optional[Fingerprints] = None
+    dealt: Optional[JobDealt] = None  # the job's readers, agreed
+    link = JobLink(job, channel) if job is not None else None
     stop = restarts.check if restarts is not None else (lambda: False)
     source, epoch = 0, 0  # SageMaker's epoch FIFO (its number), and the ranks'
     while epochs is None or source < epochs:
@@ -252,9 +264,13 @@ def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s
                 if not stop():
                     log(f"{channel}: read by local rank{'s' if len(readers) > 1 else ''} {', '.join(map(str, readers))}"
                         if readers else f"{channel}: no local rank reads it; its FIFO is left unopened")
+                if link is not None and not stop():
+                    dealt, drop = agree(link, readers, drop, stop)
             if readers and not stop():
                 result = demux_epoch(data_dir / f"{channel}_{source}", {r: targets[r] for r in readers}, fmt,
-                                     rank_wait_s, source_wait_s, drop if epoch == 0 else None, opened, restarts)
+                                     rank_wait_s, source_wait_s, drop if epoch == 0 else None, opened, restarts, dealt)
+                if link is not None and result.job_records is not None:
+                    link.epoch_dealt(epoch, result.first, result.job_records)
             else:
                 for fd in (opened or {}).values():
                     os.close(fd)
@@ -270,13 +286,15 @@ def run(data_dir: Path, channel: str, ranks: int, fmt: RecordFormat, rank_wait_s
         if readers and not stop():
             epoch += 1
             continue
+        if link is not None:
+            link.close()
         if restarts is None:
             if result is not None:
                 log(f"{channel}: no rank reads it any more")
             return
         restarts.wait()
         restarts.begin(source)
-        readers, drop, epoch = None, None, 0
+        readers, drop, dealt, epoch = None, None, None, 0
 
 
 def _log_epoch(channel: str, epoch: int, ranks: int, result: EpochResult, drop: Optional[Fingerprints]) -> None:
@@ -289,7 +307,8 @@ def _log_epoch(channel: str, epoch: int, ranks: int, result: EpochResult, drop: 
             + (f" to ranks {list(result.records)}" if list(result.records) != list(range(ranks)) else "")
             + (f"; {result.left_over} left over at the end (fewer than one per rank) were not dealt"
                if result.left_over else "")
-            + (f"; left out {drop.dropped} consumed before the restart" if drop is not None and epoch == 0 else ""))
+            + (f"; left out {drop.dropped} consumed before the restart" if drop is not None and epoch == 0 else "")
+            + (f" (of the {result.job_records} records the job's hosts deal alike)" if result.job_records is not None else ""))
     if drop is not None and epoch == 0 and drop.missing:
         log(f"{channel}: {drop.missing} of the {drop.total} records consumed before the restart did not come "
             "again in FIFO 0 (did the data change?)")
@@ -308,6 +327,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--source-wait", type=float, default=7 * 24 * 3600.0)
     parser.add_argument("--restartable", action="store_true",
                         help="SageMaker's own FIFOs: read each to its end and serve restarts in place (SIGUSR1)")
+    parser.add_argument("--job", type=JobAddress.parse, default=None, metavar="HOST:PORT:THIS_HOST:HOSTS:FIRST_RANK",
+                        help="deal the channel across the job's hosts, agreed through the master's control server")
     args = parser.parse_args(argv)
     set_prefix(f"[demux {args.channel}] ")
     restarts = Restarts(args.data, args.channel, args.ranks) if args.restartable else None
@@ -315,7 +336,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         restarts.install()
     try:
         run(args.data, args.channel, args.ranks, RecordFormat.parse(args.format), args.rank_wait, args.source_wait,
-            args.epochs, restarts)
+            args.epochs, restarts, args.job)
     except (PipeError, ValueError) as e:
         log(f"error: {e}")
         return 1

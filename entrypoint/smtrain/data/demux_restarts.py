@@ -11,17 +11,19 @@ gone, so that the new ranks can find nothing of the old attempt's.
 """
 from __future__ import annotations
 
+import itertools
 import select
 import signal
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Optional
 
 from ..common.console import log
 from ..wire.pipe_assignment import consumed_handoff, demux_prefix, rank_ended_marker, restart_ack
+from .fingerprints import Fingerprints, from_bytes
 
-__all__ = ["Restarts", "wait_readable"]
+__all__ = ["Restarts", "consumed_before_restart", "wait_readable"]
 
 POLL_S = 0.2  # how often a wait looks whether a restart was asked for
 
@@ -85,3 +87,21 @@ class Restarts:
         log(f"{self._channel}: restart in place: the next attempt's FIFO 0 is SageMaker's {self._channel}_{next_source}")
         self.asked.clear()
         self._acknowledged = False
+
+
+def consumed_before_restart(prefixes: dict[int, Path], channel: str) -> Optional[Fingerprints]:
+    """The records of `channel`'s interrupted epoch that this host's ranks (those that opened their
+    FIFO 0 at `prefixes`) consumed before a restart, as each left them before opening it
+    (smtrain.pipes, from the checkpoint it restored); None where none did."""
+    found = {}
+    for rank, prefix in prefixes.items():
+        try:
+            found[rank] = from_bytes(consumed_handoff(prefix).read_bytes())
+        except FileNotFoundError:
+            continue
+    if not found:
+        return None
+    drop = Fingerprints(itertools.chain.from_iterable(found.values()))
+    log(f"{channel}: resuming: the {drop.total} records local rank{'s' if len(found) > 1 else ''} "
+        f"{', '.join(map(str, found))} consumed of the interrupted epoch are left out of FIFO 0")
+    return drop

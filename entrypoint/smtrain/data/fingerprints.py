@@ -73,6 +73,10 @@ class Fingerprints:
         self.dropped += 1
         return True
 
+    def to_bytes(self) -> bytes:
+        """The records still to drop, as a fingerprint file stores them (to send them to another host)."""
+        return to_bytes(array("Q", self._left.elements()))
+
     @property
     def missing(self) -> int:
         """Records to drop that did not come (the data changed, or another reader dropped them)."""

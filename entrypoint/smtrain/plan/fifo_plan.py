@@ -12,6 +12,10 @@
   read it it learns from the ranks themselves: before the first epoch, it waits until every local
   rank has opened its FIFO or ended (the rank launcher marks the end, smtrain.wire.pipe_assignment.rank_ended_marker). A channel
   that one rank reads is passed to it as it comes; one that no rank reads is never opened.
+- A channel `across` the job's hosts (FullyReplicated, MPI on several hosts, SMTRAIN_PIPE_DEALING=job: every
+  host receives the whole stream): the demultiplexer deals it to the job's readers, every host alike, its
+  own ranks' blocks to them (smtrain.data.job_dealing) - with P = 1 too, where the rank would otherwise read
+  SageMaker's FIFO whole.
 - Where restarts in place are asked for, SageMaker's own Pipe channels that a program would read
   directly (`relayed`) go through a demultiplexer too, to its one reader - each member of a per-rank
   group that a local rank reads through one of its own (`relays`): a restart then takes SageMaker's
@@ -71,14 +75,14 @@ def _rank_groups(names: Sequence[str], ranks_per_host: int, world_size: int) -> 
 
 
 def assign_pipes(channels: Sequence[PipeChannel], data_dir: Path, ranks_per_host: int, mpi: bool,
-                 world_size: int = 0) -> tuple[PipeAssignment, ...]:
-    """`world_size`: the job's ranks (default: one host's)."""
+                 world_size: int = 0, across: frozenset[str] = frozenset()) -> tuple[PipeAssignment, ...]:
+    """`world_size`: the job's ranks (default: one host's); `across`: the channels dealt across the job's hosts."""
     def direct(c: PipeChannel) -> PipeAssignment:
         return PipeAssignment(c.name, PipeMode.DIRECT, c.record_format, str(data_dir / c.name), c.shuffled)
 
     def dealt(c: PipeChannel) -> PipeAssignment:
         prefix = str(demux_prefix(data_dir, c.name, "{local_rank}"))
-        return PipeAssignment(c.name, PipeMode.DEMUX, c.record_format, prefix, c.shuffled)
+        return PipeAssignment(c.name, PipeMode.DEMUX, c.record_format, prefix, c.shuffled, c.name in across)
 
     if not mpi:
         return tuple(dealt(c) if c.relayed else direct(c) for c in channels)
@@ -98,7 +102,7 @@ def assign_pipes(channels: Sequence[PipeChannel], data_dir: Path, ranks_per_host
             continue
         if c.name in members:
             assignments.append(direct(c)._replace(prefix=_member_prefix(data_dir, c.name, c.name in relayed)))
-        elif ranks_per_host == 1 and not c.relayed:
+        elif ranks_per_host == 1 and not c.relayed and c.name not in across:
             assignments.append(direct(c))
         else:
             assignments.append(dealt(c))
@@ -132,18 +136,26 @@ def dealing_notes(assignments: Sequence[PipeAssignment], distribution: Mapping[s
     ranks: on this host (the assignment), and across `hosts` (SageMaker's `S3DistributionType`, by channel)."""
     notes = []
     for a in assignments:
+        sharded = (distribution.get(a.channel) or "FullyReplicated") == "ShardedByS3Key"
         if a.mode is PipeMode.PER_RANK:
             how = "one channel per rank, each read whole by its rank"
+        elif a.by_job:
+            how = (f"every host receives the whole channel (FullyReplicated) and deals it alike, in whole records, to "
+                   f"the job's ranks that open it, over its {hosts} hosts: each record reaches one rank an epoch, every "
+                   "rank the same count (at most one fewer than the readers left out an epoch); a .shard() on a "
+                   "PipeModeDataset is ignored (SMTRAIN_PIPE_DEALING=host: each host's ranks share the whole channel)")
         elif a.mode is PipeMode.DEMUX and ranks_per_host > 1:
             how = (f"dealt in whole records to those of this host's {ranks_per_host} ranks that open it, in equal "
                    f"counts (at most {ranks_per_host - 1} records an epoch left out)")
         else:
             how = "read whole, as it comes, by the one process that opens it"
-        if hosts > 1 and a.mode is not PipeMode.PER_RANK:
-            if (distribution.get(a.channel) or "FullyReplicated") == "ShardedByS3Key":
-                how += "; this host receives its own share of the objects (ShardedByS3Key)"
+        if hosts > 1 and a.mode is not PipeMode.PER_RANK and not a.by_job:
+            if sharded:
+                how += ("; this host receives its own share of the objects (ShardedByS3Key): hosts' counts may "
+                        "differ (pipes.equal_steps)")
             else:
-                how += ("; every host receives the whole channel (FullyReplicated): a script that trains one model "
-                        "on several hosts shards it by host (README, Pipe mode)")
+                how += ("; every host receives the whole channel (FullyReplicated) and reads it whole: a script that "
+                        "trains one model on several hosts shards it by host (README, Pipe mode), or TF's "
+                        "tf.distribute auto-sharding does")
         notes.append(f"Pipe channel {a.channel}: {how}")
     return tuple(notes)

@@ -12,7 +12,8 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 from ..config.hyperparameters import truthy
 from ..config.model import HostFacts, InputMode, TrainingConfig
-from ..config.settings import CONTROL_PORT, GRACE_PERIOD, HEARTBEAT_TIMEOUT, MAX_RESTARTS, PEER_WAIT, STALL_TIMEOUT
+from ..config.settings import (CONTROL_PORT, GRACE_PERIOD, HEARTBEAT_TIMEOUT, MAX_RESTARTS, PEER_WAIT, PIPE_DEALING,
+                               STALL_TIMEOUT)
 from ..wire.contract import RankContract
 from ..wire.pipe_assignment import PipeAssignment
 from .coordination import Coordination
@@ -49,12 +50,16 @@ class KindInputs(NamedTuple):
 
     def pipes(self, ranks_per_host: int = 1, mpi: bool = False, world_size: int = 0) -> tuple[PipeAssignment, ...]:
         """Every Pipe channel's FIFOs, and those of the File channels read as Pipe channels (SageMaker's own
-        through a demultiplexer where restarts in place are asked for: fifo_plan)."""
-        restarts = self.config.settings[MAX_RESTARTS] > 0
+        through a demultiplexer where restarts in place are asked for: fifo_plan). Under MPI on several hosts,
+        the FullyReplicated ones are dealt across the job's hosts unless SMTRAIN_PIPE_DEALING=host."""
+        settings = self.config.settings
+        restarts = settings[MAX_RESTARTS] > 0
+        piped = [c for c in self.config.channels if c.mode is InputMode.PIPE or c.name in self.emulated]
         channels = [PipeChannel(c.name, c.record_format, c.shuffle_seed is not None,
-                                relayed=restarts and c.mode is InputMode.PIPE)
-                    for c in self.config.channels if c.mode is InputMode.PIPE or c.name in self.emulated]
-        return assign_pipes(channels, self.config.paths.input_data_dir, ranks_per_host, mpi, world_size)
+                                relayed=restarts and c.mode is InputMode.PIPE) for c in piped]
+        across = frozenset(c.name for c in piped if c.s3_distribution_type != "ShardedByS3Key") \
+            if mpi and world_size > ranks_per_host and settings[PIPE_DEALING] == "job" else frozenset()
+        return assign_pipes(channels, self.config.paths.input_data_dir, ranks_per_host, mpi, world_size, across)
 
     def contract(self, control_host: str, token: str, pipes: tuple[PipeAssignment, ...],
                  output: bool = False) -> RankContract:

@@ -14,12 +14,12 @@ from ..config.model import HostFacts, InputMode, TrainingConfig
 from ..config.secrets import Redactor
 from ..config.settings import MAX_RESTARTS, Settings
 from ..wire.contract import SKIP_TEARDOWN_ENV, without_internals
-from ..wire.pipe_assignment import PipeAssignment, PipeMode, demux_folder, pipe_env
+from ..wire.pipe_assignment import JobAddress, PipeAssignment, PipeMode, demux_folder, pipe_env
 from ..wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
 from ..wire.record_format import RecordFormat
 from .coordination import Coordination
 from .fifo_plan import dealing_notes, relays
-from .kind import KindInputs
+from .kind import HostPart, KindInputs
 from .kinds import choose
 from .localmode import checkpoint_carry, emulated_channels, feeder_command
 from .modeltrainer_env import modeltrainer_env_vars
@@ -120,6 +120,7 @@ class DemuxSpec(NamedTuple):
     ranks: int
     record_format: RecordFormat
     restartable: bool  # SageMaker's own FIFOs: it keeps running and serves restarts in place
+    job: Optional[JobAddress] = None  # dealt across the job's hosts: how it agrees with the other hosts
 
     @property
     def name(self) -> str:
@@ -131,16 +132,20 @@ class DemuxSpec(NamedTuple):
         """Its command."""
         return DEMUX.argv(self.python, "--data", str(self.data_dir), "--channel", self.channel,
                           "--ranks", str(self.ranks), "--format", self.record_format.value,
-                          *(("--restartable",) if self.restartable else ()))
+                          *(("--restartable",) if self.restartable else ()),
+                          *(("--job", self.job.to_arg()) if self.job is not None else ()))
 
 
 def demux_specs(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, python: str,
                 restartable: frozenset[str] = frozenset(),
-                relayed: tuple[tuple[str, RecordFormat], ...] = ()) -> tuple[DemuxSpec, ...]:
+                relayed: tuple[tuple[str, RecordFormat], ...] = (), job: Optional[JobAddress] = None
+                ) -> tuple[DemuxSpec, ...]:
     """The demultiplexers of this host, one a dealt channel; those in `restartable` (SageMaker's own
-    FIFOs, where restarts in place are asked for) serve restarts (smtrain.data.demux_restarts); and one
-    for each per-rank channel in `relayed`, to its one reader (plan.fifo_plan.relays)."""
-    return (*(DemuxSpec(python, data_dir, a.channel, ranks, a.record_format, a.channel in restartable)
+    FIFOs, where restarts in place are asked for) serve restarts (smtrain.data.demux_restarts); those
+    dealt across the job's hosts agree through `job`; and one for each per-rank channel in `relayed`, to
+    its one reader (plan.fifo_plan.relays)."""
+    return (*(DemuxSpec(python, data_dir, a.channel, ranks, a.record_format, a.channel in restartable,
+                        job if a.by_job else None)
               for a in pipes if a.mode is PipeMode.DEMUX),
             *(DemuxSpec(python, data_dir, member, 1, fmt, True) for member, fmt in relayed))
 
@@ -246,7 +251,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         demux=demux_specs(part.pipes, config.paths.input_data_dir, part.ranks_per_host, python,
                           frozenset(c.name for c in config.channels
                                     if c.mode is InputMode.PIPE and config.settings[MAX_RESTARTS] > 0),
-                          relays(part.pipes, part.ranks_per_host, part.first_rank)),
+                          relays(part.pipes, part.ranks_per_host, part.first_rank), job_address(part, shape.master,
+                                                                                                config)),
         monitor=monitor_command(config, python, facts.num_gpus),
         report=report_command(config, python, timeline) if shape.role in (Role.SINGLE, Role.MASTER) else (),
         profiler_dir=profiler_folder(config),
@@ -259,6 +265,14 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
             part.pipes, {c.name: c.s3_distribution_type for c in config.channels}, part.ranks_per_host,
             len(config.resources.hosts)),
     )
+
+
+def job_address(part: HostPart, master: str, config: TrainingConfig) -> Optional[JobAddress]:
+    """How this host's demultiplexers of channels dealt across the job's hosts reach the master; None without any."""
+    if part.coordination is None or not any(a.by_job for a in part.pipes):
+        return None
+    hosts = len({host for host, _ in part.coordination.ranks})
+    return JobAddress(master, part.coordination.control_port, config.resources.current_host, hosts, part.first_rank)
 
 
 def network_notes(facts: HostFacts, shape: JobShape) -> tuple[str, ...]:

@@ -22,14 +22,15 @@ from ..wire.progress_file import Counts, InitPhase
 from ..wire.rank_failure import RankFailure
 from .attempt import HostState
 from .control_state import ControlState
+from .pipe_dealing import PipeDealings
 from .rank_output import RankOutput
 
 __all__ = ["FIRST", "ControlServer", "accept_queue"]
 
 SPOOL_BYTES = 1 << 20  # a worker's profiler archive is held in memory up to this size, then in a file
 # what may open a connection: a worker's hello, a rank's report (alone on its connection), a rank's first progress,
-# a rank's output stream
-FIRST = (MessageType.HELLO, MessageType.RANK_EXIT, MessageType.PROGRESS, MessageType.OUTPUT)
+# a rank's output stream, a demultiplexer's readers of a channel dealt across the hosts
+FIRST = (MessageType.HELLO, MessageType.RANK_EXIT, MessageType.PROGRESS, MessageType.OUTPUT, MessageType.READERS)
 
 
 class ControlServer(ControlState):
@@ -49,6 +50,7 @@ class ControlServer(ControlState):
         self._on_lost = on_lost  # called (from a reader thread) when a worker is lost mid-job
         self._ranks: list[socket.socket] = []  # rank launchers' lasting connections
         self.rank_output = RankOutput()  # the ranks' stdout and stderr, each on a connection of its own
+        self.pipe_dealings = PipeDealings(log)  # Pipe channels dealt across the hosts: their demultiplexers' rounds
         self._listener = socket.create_server((bind, port), reuse_port=False, backlog=256)
         self.port = self._listener.getsockname()[1]
         self._incoming: Optional[Path] = None  # where workers' large profiler archives spill (accept_profiles)
@@ -161,7 +163,8 @@ class ControlServer(ControlState):
 
     def _serve(self, sock: socket.socket) -> None:
         """A connection, by its first message: a rank's report (taken before the connection stops counting
-        as in flight, and closed), a rank launcher's progress, a rank's output stream, or a worker's hello."""
+        as in flight, and closed), a rank launcher's progress, a rank's output stream, a worker's hello, or a demultiplexer's
+        readers (smtrain.run.pipe_dealing)."""
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         reader = LineReader(sock)
         first: Optional[Message] = None
@@ -185,6 +188,8 @@ class ControlServer(ControlState):
             self.rank_output.follow(sock, reader.take_buffered(), first.fields["stream"])
         elif first is not None and first.type is MessageType.HELLO:
             self._serve_worker(sock, reader, first.fields["host"])
+        elif first is not None and first.type is MessageType.READERS:
+            self.pipe_dealings.follow(sock, reader, first.fields)
         else:
             sock.close()
 

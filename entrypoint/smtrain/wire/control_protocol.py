@@ -26,7 +26,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 MAX_MESSAGE = 64 * 1024
 PROFILE_CHUNK = 32 * 1024  # bytes of archive a `profile` message carries (base64: 43,692 characters)
 
-__all__ = ["ANY", "ControlClient", "FIELDS", "LineReader", "MASTER", "MAX_MESSAGE", "Message", "MessageType", "PROFILE_CHUNK",
+__all__ = ["ANY", "ControlClient", "DEMUX", "FIELDS", "LineReader", "MASTER", "MAX_MESSAGE", "Message", "MessageType", "PROFILE_CHUNK",
            "RANK", "WORKER", "connect", "decode", "describe", "encode", "misfit"]
 
 
@@ -35,6 +35,7 @@ _INT, _STR, _BOOL, _NUMBER = (int,), (str,), (bool,), (int, float)
 WORKER = "worker"
 MASTER = "master"
 RANK = "rank"
+DEMUX = "demux"  # a host's demultiplexer of a Pipe channel dealt across the job's hosts
 ANY = "any"
 
 
@@ -76,6 +77,17 @@ class MessageType(enum.Enum):
               "opens a connection of its own that carries the rank's stdout (stream 1) or stderr (2) as raw bytes "
               "after this line; the master writes them to its own stream in whole lines (smtrain.run.rank_output)")
     STALL = ("stall", {}, MASTER, RANK, "the job stalled: dump your stack (SIGABRT)")
+    READERS = ("readers", {"channel": _STR, "host": _STR, "hosts": _INT, "readers": (list,), "consumed": _INT}, DEMUX,
+               MASTER, "on a connection of its own, once this host's ranks opened their FIFOs of a channel dealt across "
+               "the job's `hosts` hosts: the global ranks among them that read it, then `consumed` bytes of the records "
+               "they consumed before a restart (fingerprints: smtrain.data.fingerprints)")
+    DEALING = ("dealing", {"readers": (list,), "consumed": _INT}, MASTER, DEMUX,
+               "once every host's demultiplexer of the channel said `readers`: the job's ranks that read it, in the "
+               "order records are dealt to them, then `consumed` bytes: every host's consumed records "
+               "(smtrain.run.pipe_dealing)")
+    EPOCH_DEALT = ("epoch-dealt", {"epoch": _INT, "first": _STR, "records": _INT}, DEMUX, MASTER,
+                   "on the same connection, after each epoch: its first record's fingerprint and its records; the "
+                   "master says where hosts' streams differ (then their records were not dealt exactly once)")
     INVALID = ("invalid", {}, ANY, ANY, "what a reader makes of a line that is not a message (never sent)")
 
     def __new__(cls, wire: str, fields: dict, sender: str, receiver: str, meaning: str) -> "MessageType":
@@ -144,6 +156,24 @@ class LineReader:
         data, self._buffer = bytes(self._buffer), bytearray()
         return data
 
+    def read_bytes(self, size: int, timeout: float) -> Optional[bytes]:
+        """The `size` raw bytes that follow the last message (within `timeout` of each other); None where the
+        connection ends first. TimeoutError when they stop coming."""
+        while len(self._buffer) < size:
+            try:
+                self.sock.settimeout(timeout)
+                chunk = self.sock.recv(min(1 << 20, size - len(self._buffer)))
+            except socket.timeout:
+                raise TimeoutError from None
+            except OSError:
+                return None
+            if not chunk:
+                return None
+            self._buffer += chunk
+        data = bytes(self._buffer[:size])
+        del self._buffer[:size]
+        return data
+
     def has_buffered(self) -> bool:
         """Whether a whole line is buffered (readable without blocking)."""
         return b"\n" in self._buffer
@@ -209,6 +239,19 @@ class ControlClient:
             except OSError:
                 return False
         return True
+
+    def send_raw(self, data: bytes) -> bool:
+        """Send raw bytes that a message announced (its `consumed`, say); False when the connection is broken."""
+        with self._lock:
+            try:
+                self.sock.sendall(data)
+            except OSError:
+                return False
+        return True
+
+    def receive_raw(self, size: int, timeout: float) -> Optional[bytes]:
+        """The `size` raw bytes a message announced (LineReader.read_bytes)."""
+        return self._reader.read_bytes(size, timeout)
 
     def readable(self, timeout: float) -> bool:
         """Whether a message (or the end of the connection) can be read now, waiting up to `timeout`."""
