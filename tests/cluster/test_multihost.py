@@ -348,7 +348,8 @@ def _examples(path: Path, ids: range) -> None:
 
 
 def test_horovod_job_reading_through_pipe_mode(make_cluster, tmp_path: Path) -> None:
-    """2 hosts x 2 ranks; each host's feeder plays SageMaker, its demultiplexer deals records to its ranks."""
+    """2 hosts x 2 ranks; each host's feeder plays SageMaker (the same stream: FullyReplicated), the hosts'
+    demultiplexers deal it across the job's ranks."""
     source = tmp_path / "src"
     source.mkdir()
     _examples(source / "part-0.tfrecord", range(0, 32))
@@ -363,38 +364,8 @@ def test_horovod_job_reading_through_pipe_mode(make_cluster, tmp_path: Path) -> 
     assert all(f.join(10) for f in feeders)
     reports = [json.loads(p.read_text()) for p in wait_for_files(cluster, "pipe-*.json", 4, 1)]
     assert len({r["digest"] for r in reports}) == 1
-    for host in cluster.hosts:
-        ids = sorted(i for r in reports if r["host"] == host.name for i in r["ids"])
-        assert ids == sorted(list(range(64)) * 2)  # both epochs, every record once per epoch, on each host
-    assert cluster.leftovers() == {}
-
-
-@pytest.mark.parametrize("per_host", [2, 1])
-def test_a_fully_replicated_channel_sharded_by_host_trains_each_record_once_an_epoch(make_cluster, tmp_path: Path,
-                                                                                      per_host: int) -> None:
-    """The README's rule for a FullyReplicated Pipe channel on several hosts: every host gets the whole channel
-    (each host's feeder plays SageMaker), its ranks share it (2 a host: the demultiplexer; 1: the FIFO itself),
-    and a PipeModeDataset script that shards by host reads each record exactly once an epoch over the job's ranks."""
-    from smtrain.data.record_reader import encode_tfrecord
-
-    records = [f"record {i}".encode() * (1 + i % 3) for i in range(64)]
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "part").write_bytes(b"".join(encode_tfrecord(r) for r in records))
-    cluster = make_cluster(2)
-    cluster.write_job({**MPI, "sagemaker_mpi_num_of_processes_per_host": per_host, "epochs": 2},
-                      program=PROGRAMS / "pipemode_host_shard.py")
-    feeders = feed_every_host(cluster, {"TrainingInputMode": "Pipe", "S3DistributionType": "FullyReplicated"},
-                              [tmp_path / "src"] * 2, epochs=2)
-    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
-    statuses = cluster.wait(240)
-    assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
-    assert all(f.join(10) for f in feeders)
-    for epoch in range(2):
-        got = {int(p.name.split("-")[1]): p.read_text().split()
-               for p in wait_for_files(cluster, f"shard-*-{epoch}", 2 * per_host, 1)}
-        assert sorted(got) == list(range(2 * per_host))
-        assert sorted(bytes.fromhex(x) for rank in got.values() for x in rank) == sorted(records)  # once each
-        assert {len(rank) for rank in got.values()} == {64 // (2 * per_host)}  # equal shares
+    ids = sorted(i for r in reports for i in r["ids"])
+    assert ids == sorted(list(range(64)) * 2)  # both epochs, every record once per epoch over the job's ranks
     assert cluster.leftovers() == {}
 
 
@@ -449,8 +420,9 @@ def test_aws_per_rank_channels_by_global_rank_on_two_hosts(make_cluster, tmp_pat
 def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path: Path, seed) -> None:
     """SIGTERM to both hosts mid-epoch: every rank stops at the same step, rank 0 saves every rank's
     position; the restarted job (fed again from FIFO epoch 0, as SageMaker does) skips exactly that.
-    With a ShuffleConfig (seed 3) the stop comes in epoch 1, whose order FIFO 0 does not repeat: each
-    host's demultiplexer leaves out what its two ranks consumed (by fingerprint) before dealing. The
+    With a ShuffleConfig (seed 3) the stop comes in epoch 1, whose order FIFO 0 does not repeat: every
+    host's demultiplexer leaves out what the job's ranks consumed (by fingerprint; the hosts' gathered by
+    the master) before dealing; each record is counted once an epoch over the job's ranks. The
     checkpoint folder is copied to the worker host before the restart, as SageMaker restores it to
     every instance."""
     import shutil
@@ -481,7 +453,7 @@ def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path:
             deadline = time.monotonic() + 120
             while time.monotonic() < deadline:  # until the ranks are well into the epoch to stop in
                 lines = sum(p.read_text().count("\n") for p in wait_for_files(cluster, "consumed-1-*", 0, 0))
-                if lines >= 60 + stop_epoch * 2 * len(everything):
+                if lines >= 60 + stop_epoch * len(everything):
                     break
                 time.sleep(0.1)
             for host in cluster.hosts:
@@ -495,20 +467,20 @@ def test_pipe_job_stopped_mid_epoch_resumes_on_two_hosts(make_cluster, tmp_path:
             master_checkpoints = cluster.hosts[0].ml / "checkpoints"
             for host in cluster.hosts[1:]:
                 shutil.copytree(master_checkpoints, host.ml / "checkpoints", dirs_exist_ok=True)
-    for host in cluster.hosts:
-        by_epoch: dict[int, Counter] = {}
-        first_run = 0
-        for path in (host.ml / "output" / "data").glob("consumed-*"):
-            for line in path.read_text().split("\n"):
-                if line:
-                    epoch, record = line.split()
-                    by_epoch.setdefault(int(epoch), Counter())[bytes.fromhex(record)] += 1
-                    first_run += path.name.startswith("consumed-1-") and int(epoch) == stop_epoch
-        assert 0 < first_run < len(everything), f"{host.name}: run 1 should have stopped mid-epoch {stop_epoch}"
-        for epoch in (0, 1):
-            assert by_epoch[epoch] == Counter(everything), f"{host.name} epoch {epoch}: a record lost or repeated"
-        if seed is not None:
-            assert "consumed of the interrupted epoch are left out of FIFO 0" in host.stderr()
+    by_epoch: dict[int, Counter] = {}
+    first_run = 0
+    for path in (p for host in cluster.hosts for p in (host.ml / "output" / "data").glob("consumed-*")):
+        for line in path.read_text().split("\n"):
+            if line:
+                epoch, record = line.split()
+                by_epoch.setdefault(int(epoch), Counter())[bytes.fromhex(record)] += 1
+                first_run += path.name.startswith("consumed-1-") and int(epoch) == stop_epoch
+    assert 0 < first_run < len(everything), f"run 1 should have stopped mid-epoch {stop_epoch}"
+    for epoch in (0, 1):
+        assert by_epoch[epoch] == Counter(everything), f"epoch {epoch}: a record lost or repeated"
+    if seed is not None:
+        for host in cluster.hosts:
+            assert "consumed of the interrupted epoch are left out of FIFO 0" in host.stderr(), host.name
 
 
 def test_hosts_with_different_record_counts_take_equal_steps_through_the_helper(make_cluster, tmp_path: Path) -> None:

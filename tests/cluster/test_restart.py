@@ -148,8 +148,10 @@ def _pipe_job(cluster: Cluster, layout: str) -> tuple[dict[str, list[bytes]], li
     records a rank; rank 3 raises once at step 50 (epoch 1). `layout`: one channel the host's
     demultiplexer deals to its ranks (`demux`, `shuffled` with a ShuffleConfig), AWS's per-rank
     channels `train_0 ... train_3` (`per-rank`); or the same in SageMaker's own Pipe mode, fed by a
-    feeder playing SageMaker's part on each host (`sagemaker`, `sagemaker-per-rank`). Returns each
-    host's records of an epoch and the SageMaker feeders."""
+    feeder playing SageMaker's part on each host (`sagemaker`, `sagemaker-per-rank`). Every host gets the
+    same `train` (FullyReplicated: dealt across the job's hosts), its own ranks' members of a per-rank
+    group. Returns the records of an epoch, by the host whose ranks read them (`job`: the job's ranks),
+    and the SageMaker feeders."""
     from smtrain.data.feeder import Feeder, channel_objects
 
     sagemaker, per_rank = layout.startswith("sagemaker"), layout.endswith("per-rank")
@@ -166,15 +168,15 @@ def _pipe_job(cluster: Cluster, layout: str) -> tuple[dict[str, list[bytes]], li
     feeders = []
     for host in cluster.hosts:
         (host.ml / "input" / "config" / "inputdataconfig.json").write_text(json.dumps(dict.fromkeys(names, channel)))
-        records[host.name] = []
         for name in names:
-            for part in ("a",) if per_rank else ("a", "b"):
-                lines = [f"{host.name}/{name}/{part}/{i}" for i in range(40)]
+            for part in ("a",) if per_rank else ("a", "b", "c", "d"):  # 40 records a rank an epoch
+                lines = [f"{host.name if per_rank else 'job'}/{name}/{part}/{i}" for i in range(40)]
                 folder = host.ml / ("src" if sagemaker else "input/data") / name
                 folder.mkdir(parents=True, exist_ok=True)
                 (folder / part).write_text("".join(line + "\n" for line in lines))
-                mine = not per_rank or int(name[-1]) // 2 == cluster.hosts.index(host)
-                records[host.name] += [line.encode() for line in lines] if mine else []
+                mine = int(name[-1]) // 2 == cluster.hosts.index(host) if per_rank else host is cluster.hosts[0]
+                records.setdefault(host.name if per_rank else "job", [])
+                records[host.name if per_rank else "job"] += [line.encode() for line in lines] if mine else []
         if sagemaker:  # every channel to every host, as SageMaker does; each FIFO opened only if a rank reads it
             (host.ml / "input" / "data").mkdir(parents=True, exist_ok=True)
             feeders.append(Feeder(host.ml / "input" / "data",
@@ -186,11 +188,12 @@ def _pipe_job(cluster: Cluster, layout: str) -> tuple[dict[str, list[bytes]], li
 
 @pytest.mark.parametrize("layout", ["demux", "shuffled", "per-rank", "sagemaker", "sagemaker-per-rank"])
 def test_a_pipe_mode_job_restarted_in_place_trains_on_every_record_once(cluster: Cluster, layout: str, capfd) -> None:
-    """Every record of every epoch is trained on exactly once per host across the two attempts (what
-    each rank's checkpoints committed, counted): the restarted attempt reads each channel from FIFO 0
-    with whole epochs, as after a spot restart, and resumes at the checkpoint's positions - shuffled, by
-    the fingerprints each host's ranks hand their demultiplexer (the worker host has no checkpoint); in
-    SageMaker's own Pipe mode, from SageMaker's next epoch FIFO, its interrupted one read to its end."""
+    """Every record of every epoch is trained on exactly once by the job (a per-rank group: by its host's
+    ranks) across the two attempts (what each rank's checkpoints committed, counted): the restarted attempt
+    reads each channel from FIFO 0 with whole epochs, as after a spot restart, dealt across the hosts again,
+    and resumes at the checkpoint's positions - shuffled, by the fingerprints the job's ranks hand their
+    demultiplexers (the worker host has no checkpoint); in SageMaker's own Pipe mode, from SageMaker's next
+    epoch FIFO, its interrupted one read to its end."""
     from collections import Counter
 
     records, feeders = _pipe_job(cluster, layout)
@@ -198,17 +201,17 @@ def test_a_pipe_mode_job_restarted_in_place_trains_on_every_record_once(cluster:
     for feeder in feeders:
         feeder.stop.set()
     assert statuses == {"algo-1": 0, "algo-2": 0}, _details(cluster)
-    for host in cluster.hosts:
-        data = host.ml / "output" / "data"
+    for owner, expected in records.items():
         by_epoch: dict[int, Counter] = {0: Counter(), 1: Counter()}
-        for path in data.glob("trained-*"):
-            for line in path.read_text().splitlines():
-                epoch, record = line.split()
-                by_epoch[int(epoch)][bytes.fromhex(record)] += 1
+        for host in cluster.hosts if owner == "job" else [h for h in cluster.hosts if h.name == owner]:
+            for path in (host.ml / "output" / "data").glob("trained-*"):
+                for line in path.read_text().splitlines():
+                    epoch, record = line.split()
+                    by_epoch[int(epoch)][bytes.fromhex(record)] += 1
         for epoch in (0, 1):
-            assert by_epoch[epoch] == Counter(records[host.name]), f"{host.name} epoch {epoch}: a record lost or repeated"
-        for path in data.glob("starts-*"):  # two attempts; the second resumed where the checkpoints said
-            assert len(path.read_text().splitlines()) == 2, (path.name, path.read_text())
+            assert by_epoch[epoch] == Counter(expected), f"{owner} epoch {epoch}: a record lost or repeated"
+    for path in (p for host in cluster.hosts for p in (host.ml / "output" / "data").glob("starts-*")):
+        assert len(path.read_text().splitlines()) == 2, (path.name, path.read_text())  # resumed where checkpoints said
     assert "the job succeeded after 1 restart(s) in place" in cluster.hosts[0].stderr()
     if layout == "shuffled":  # each host's demultiplexer, the worker's too, left out what its ranks consumed
         for host in cluster.hosts:
