@@ -21,11 +21,18 @@ Records of 100 KiB and 100 bytes get every method (streams of --mb each); 1 KiB 
 (a fifth of that); N = --batch (1024). The demultiplexer frames records in native code
 (smtrain.data.frames) whatever an earlier measure left in this process's environment.
 
-    /opt/smtrain/venv/bin/python benchmarks/bench_pipes.py [--mb 512] [--repeat 5] [--batch 1024] [--demux-only]
+    /opt/smtrain/venv/bin/python benchmarks/bench_pipes.py [--mb 512] [--repeat 5] [--batch 1024] [--demux-only | --job-dealing]
 
 --demux-only measures the 100-byte records' cat, batched dataset and demux P=2 / P=4 alone (no other
 method, no DeepFM), and prints each run's ratios too: the figures that depend most on how many cores
 the feeder, the demultiplexer and the readers share (run it under `taskset -c 0,1` for two).
+
+--job-dealing measures one host of a 2-host job whose FullyReplicated channel is dealt across the job's
+hosts (`demux P=n, 2 hosts`: the stream dealt to the job's 2n ranks, this host's n ranks reading their
+blocks, the other host's blocks spliced to /dev/null) against the same stream dealt to this host's n
+ranks alone (`demux P=n`, SMTRAIN_PIPE_DEALING=host), P=2 and P=4, 100-KiB and 100-byte records: the
+time this host takes to get through an epoch. The other host's demultiplexer runs on its own machine
+in a job, so not here.
 
 Each figure is the median of --repeat runs (this VM's throughput varies by up to 2x between runs).
 """
@@ -46,6 +53,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 from smtrain import pipes  # noqa: E402
 from smtrain.data.demux import demux_epoch  # noqa: E402
+from smtrain.data.job_dealing import JobDealt  # noqa: E402
 from smtrain.data.fingerprints import fingerprint, to_bytes  # noqa: E402
 from smtrain.data.record_reader import RecordFormat, encode_tfrecord  # noqa: E402
 from smtrain.rank.launcher import cpu_share  # noqa: E402
@@ -222,8 +230,9 @@ def time_tfrecorddataset(source: Path, count: int, batch: int = 256) -> float:
     return elapsed
 
 
-def time_demux(data: Path, source: Path, ranks: int, count: int, batch: int = 0) -> float:
-    """`batch` > 0: each reader reads batches through the native op (else records through Python)."""
+def time_demux(data: Path, source: Path, ranks: int, count: int, batch: int = 0, hosts: int = 1) -> float:
+    """`batch` > 0: each reader reads batches through the native op (else records through Python); `hosts` > 1:
+    dealt across that many hosts' `ranks` ranks each, of which this host's are the first."""
     targets = {r: data / f"r{r}_0" for r in range(ranks)}
     for t in targets.values():
         t.unlink(missing_ok=True)
@@ -250,7 +259,8 @@ def time_demux(data: Path, source: Path, ranks: int, count: int, batch: int = 0)
     for p in readers:  # started and imported before the clock starts, as the one reader's process was
         assert p.stdout is not None and p.stdout.readline() == "ready\n"
     start = time.perf_counter()
-    result = demux_epoch(data / "c_0", targets, RecordFormat.TFRECORD, rank_wait_s=30, source_wait_s=30)
+    job = JobDealt(tuple(range(ranks * hosts)), 0) if hosts > 1 else None
+    result = demux_epoch(data / "c_0", targets, RecordFormat.TFRECORD, rank_wait_s=30, source_wait_s=30, job=job)
     # Each reader prints its count when it has read everything: the clock stops there, not when the
     # processes are gone (a process that ran TensorFlow takes about a second to exit here).
     got = sum(int(p.stdout.readline()) for p in readers)  # type: ignore[union-attr]
@@ -258,8 +268,36 @@ def time_demux(data: Path, source: Path, ranks: int, count: int, batch: int = 0)
     for p in readers:
         p.communicate()
     feeder.join(30)
-    assert got == sum(result.records.values()) == count - result.left_over
+    assert got == sum(result.records.values())
+    assert (result.job_records == count) if job else (got == count - result.left_over)
     return elapsed
+
+
+def job_dealing(data: Path, mb: int, repeat: int, batch: int) -> dict[str, float]:
+    """`--job-dealing`: per record size and P, this host's epoch through the job's dealing against its own."""
+    figures = {}
+    print(f"{'records':<10}{'method':<24}{'MB/s':>9}{'vs this host alone':>20}", flush=True)
+    for size in (100 * 1024, 100):
+        source = data / f"src-{size}"
+        count = make_file(source, size, mb)
+        subprocess.run(["cat", str(source)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
+        label = {100 * 1024: "100 KiB", 100: "100 B"}[size]
+        small = size < 100 * 1024
+        for ranks in (2, 4):
+            measures = {f"demux P={ranks}": lambda: time_demux(data, source, ranks, count, batch if small else 0),
+                        f"demux P={ranks}, 2 hosts": lambda: time_demux(data, source, ranks, count,
+                                                                         batch if small else 0, hosts=2)}
+            samples: dict[str, list[float]] = {name: [] for name in measures}
+            for _ in range(repeat):  # interleaved, so slow spells hit both alike
+                for name, measure in measures.items():
+                    samples[name].append(measure())
+            alone, job = (statistics.median(samples[name]) for name in measures)
+            for name, seconds in zip(measures, (alone, job)):
+                print(f"{label:<10}{name:<24}{source.stat().st_size / seconds / 1e6:>9.0f}{alone / seconds:>20.2f}",
+                      flush=True)
+            figures[f"job_dealing_p{ranks}_vs_host_{label.replace(' ', '')}"] = alone / job
+        source.unlink()
+    return figures
 
 
 def main() -> None:
@@ -269,6 +307,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1024, help="records per batch of the batched source (small records)")
     parser.add_argument("--demux-only", action="store_true",
                         help="100-byte records only: cat, one batched reader, demux P=2 and P=4 (see above)")
+    parser.add_argument("--job-dealing", action="store_true",
+                        help="demux P=2 and P=4 on one host of 2 against this host alone (see above)")
     args = parser.parse_args()
     import tensorflow as tf
 
@@ -280,6 +320,9 @@ def main() -> None:
     n = args.batch
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
+        if args.job_dealing:
+            print_figures(job_dealing(data, args.mb, args.repeat, n))
+            return
         print(f"{'records':<10}{'method':<20}{'MB/s':>9}{'records/s':>12}{'vs cat':>8}"
               + ("" if args.demux_only else f"{'vs TFRecordDataset':>20}"), flush=True)
         figures = {}

@@ -108,3 +108,29 @@ def test_each_horovod_rank_reads_its_own_fifos_through_train(tmp_path: Path) -> 
     assert len(got[0]) == len(got[1]) == len(expected)  # 45 a rank an epoch, 2 epochs
     assert sorted(got[0] + got[1]) == sorted(expected * 2)
     assert os.environ.get("SM_PIPE_TRAIN") is None  # nothing leaked into the test process
+
+
+@pytest.mark.parametrize("dealt,asked,applied", [
+    ("job", (4, 1), False),  # AWS's .shard(hvd.size(), hvd.rank()): this rank's share, dealt already
+    ("job", (2, 1), False),  # by host (the README's rule before the job's dealing): dealt already
+    ("host", (4, 1), False),  # a host's ranks share its stream (ShardedByS3Key): the rank's share, dealt already
+    ("host", (2, 1), True),  # SMTRAIN_PIPE_DEALING=host: each host has the whole channel, the host shard is the user's
+    ("job", (3, 1), True),  # any other shard is the script's own (a validation split, say)
+    ("none", (4, 1), True),  # read whole (one rank a host, no dealing): as TensorFlow does it
+])
+def test_a_shard_that_train_deals_already_is_ignored_and_said(tmp_path: Path, monkeypatch, capfd, dealt: str,
+                                                               asked: tuple, applied: bool) -> None:
+    """Rank 1 of 4, on algo-2 of 2 hosts: `.shard(n, i)` on a PipeModeDataset of a channel that train deals to the
+    ranks is ignored where it asks for the share the demultiplexers deal (the rank's; the host's where dealt across
+    the job's hosts), and the log says so; any other is applied."""
+    config, data, expected, feeder = _job(tmp_path, RecordFormat.TFRECORD, epochs=1)
+    monkeypatch.setenv("SM_PIPE_DEALT_TRAIN", dealt)
+    monkeypatch.setenv("SM_SIZE", "4")
+    monkeypatch.setenv("SM_RANK", "1")
+    monkeypatch.setenv("SM_HOSTS", '["algo-1", "algo-2"]')
+    monkeypatch.setenv("SM_CURRENT_HOST", "algo-2")
+    got = [r.numpy() for r in _dataset(tmp_path, config, data, "TFRecord").shard(*asked)]
+    assert got == (expected[asked[1]::asked[0]] if applied else expected)
+    said = capfd.readouterr().err
+    assert (f"PipeModeDataset train: .shard({asked[0]}, {asked[1]}) ignored" in said) == (not applied), said
+    assert feeder.join(10)
