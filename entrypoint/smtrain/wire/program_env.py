@@ -23,9 +23,11 @@ ADDED: tuple[ProgramVariable, ...] = (
                     "under MPI, the rank's place in the job and on its host; `SM_CURRENT_HOST` and `CURRENT_HOST` "
                     "are the rank's own host"),
     ProgramVariable(("SM_CHECKPOINT_DIR",), "the checkpoint folder (`checkpointconfig.json`'s, else `/opt/ml/checkpoints`)"),
-    ProgramVariable(("SM_PIPE_<C>", "SM_PIPE_FORMAT_<C>", "SM_PIPE_MODE_<C>", "SM_PIPE_SHUFFLED_<C>"),
+    ProgramVariable(("SM_PIPE_<C>", "SM_PIPE_FORMAT_<C>", "SM_PIPE_MODE_<C>", "SM_PIPE_SHUFFLED_<C>",
+                     "SM_PIPE_DEALT_<C>"),
                     "each Pipe channel's FIFO prefix for this rank (epoch e is `<prefix>_<e>`), its record format, "
-                    "how it is fed (dealt by a demultiplexer, or read directly), whether SageMaker shuffles it"),
+                    "how it is fed (dealt by a demultiplexer, or read directly), whether SageMaker shuffles it, "
+                    "whom its records are dealt across (`job`: the job's ranks, `host`: this host's, `none`)"),
     ProgramVariable(("SM_TENSORBOARD_DIR",), "`tensorboardoutputconfig.json`'s `LocalPath`, which SageMaker uploads"),
     ProgramVariable(("SM_PROGRESS_FILE", "PYTHONFAULTHANDLER"),
                     "where the program's progress goes for the stall watchdog; a stalled program's stacks reach the log"),
