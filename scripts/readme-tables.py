@@ -1,9 +1,9 @@
-"""The README's generated tables, each between `<!-- table: NAME -->` and `<!-- /table -->`, rewritten from
+"""The reference's generated tables (docs/reference.md), each between `<!-- table: NAME -->` and `<!-- /table -->`, rewritten from
 the code that holds them: the settings (smtrain.config.settings), the exit statuses (smtrain.errors), what
 the image adds to the program's environment (smtrain.wire.program_env), and what `train` passes to mpirun
 and sets for NCCL and EFA (smtrain.plan.mpirun_command's own function, run on sample hosts).
-`python scripts/readme-tables.py` rewrites README.md; `--check` exits 1, naming the tables that differ,
-where the README is not what they print (tests/static/test_docs.py runs the check)."""
+`python scripts/readme-tables.py` rewrites docs/reference.md; `--check` exits 1, naming the tables that
+differ, where the page is not what they print (tests/static/test_docs.py runs the check)."""
 from __future__ import annotations
 
 import re
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
 BLOCK = re.compile(r"(<!-- table: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
 
@@ -69,7 +69,7 @@ def rewritten(text: str) -> tuple[str, list[str]]:
     def one(match: re.Match) -> str:
         name = match.group("name")
         if name not in makers:
-            raise SystemExit(f"README.md: no generated table named {name!r} (known: {', '.join(makers)})")
+            raise SystemExit(f"docs/reference.md: no generated table named {name!r} (known: {', '.join(makers)})")
         body = makers[name]()
         if body != match.group("body"):
             changed.append(name)
@@ -79,16 +79,16 @@ def rewritten(text: str) -> tuple[str, list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    text = README.read_text(encoding="utf-8")
+    text = REFERENCE.read_text(encoding="utf-8")
     new, changed = rewritten(text)
     if "--check" in argv:
         if changed:
-            print(f"README.md: generated tables differ from their declarations: {', '.join(changed)} "
+            print(f"docs/reference.md: generated tables differ from their declarations: {', '.join(changed)} "
                   "(run python scripts/readme-tables.py)")
             return 1
         return 0
-    README.write_text(new, encoding="utf-8")
-    print(f"README.md: {', '.join(changed) or 'no'} table(s) rewritten")
+    REFERENCE.write_text(new, encoding="utf-8")
+    print(f"docs/reference.md: {', '.join(changed) or 'no'} table(s) rewritten")
     return 0
 
 

@@ -21,6 +21,7 @@ ORACLE = [sys.executable, "-c", "from sagemaker_training.cli.train import main; 
 # smdebug 1.0.34 in an environment of its own (requirements/smdebug.txt; its protobuf 3.20 pin conflicts
 # with TensorFlow's), and the script that reads with it (tests/programs/smdebug_read.py).
 README = Path(__file__).resolve().parent.parent / "README.md"
+REFERENCE = README.parent / "docs" / "reference.md"  # the settings, exit statuses and program's variables
 # Variables only this toolkit sets (documented additions), left out where its environment is compared with an oracle's.
 OWN_VARIABLES = ("SM_CHECKPOINT_DIR", "SM_FRAMEWORK_PROFILER", "SM_PIPE_", "SM_PROGRESS_FILE", "SM_TENSORBOARD_DIR")
 SMDEBUG_READ = ["/opt/smtrain/smdebug/bin/python", str(Path(__file__).resolve().parent / "programs" / "smdebug_read.py")]
@@ -200,11 +201,11 @@ def memory_cgroup(name: str, limit_bytes: int) -> Iterator[Callable[[], None]]:
 
 
 def documented_variables() -> list[str]:
-    """Every environment variable the README's settings tables document for a job: the `SM_*` and
+    """Every environment variable the reference's settings tables document for a job: the `SM_*` and
     `SMTRAIN_*` names in the first column of each table headed `hyperparameter / variable` or `setting`."""
     names: list[str] = []
     in_settings = False
-    for line in README.read_text().splitlines():
+    for line in REFERENCE.read_text().splitlines():
         if not line.startswith("|"):
             in_settings = False
             continue

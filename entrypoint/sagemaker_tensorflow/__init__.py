@@ -1,6 +1,6 @@
 """Drop-in for `sagemaker_tensorflow` (sagemaker-tensorflow-extensions, which ended with TF 2.14):
 `from sagemaker_tensorflow import PipeModeDataset` works unchanged, reading through smtrain's
-Pipe-mode reader. See the README's "Migrating from PipeModeDataset"."""
+Pipe-mode reader. See docs/design.md, "Migrating from PipeModeDataset"."""
 from __future__ import annotations
 
 from typing import Any

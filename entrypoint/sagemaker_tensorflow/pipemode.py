@@ -159,7 +159,7 @@ def _dealt_shards(channel: str, dataset):  # -> tf.data.Dataset
         if asked is not None and (asked == rank or (dealt == "job" and asked == host)):
             whose = "each rank's" if asked == rank else "each host's"
             sys.stderr.write(f"PipeModeDataset {channel}: .shard({asked[0]}, {asked[1]}) ignored: train deals {whose} "
-                             "share of this channel already, so every record is read once an epoch (README, Pipe mode)\n")
+                             "share of this channel already, so every record is read once an epoch (docs/guide.md, Pipe mode)\n")
             return dataset
         return applied(num_shards, index, name=name)
 

@@ -2,7 +2,7 @@
 
 A program's own exit status always passes through unchanged; these codes are used only when the
 toolkit itself cannot run the program or the job. They follow sysexits(3) and the shell's 126/127,
-so they read naturally in logs, and the README's table of them is `markdown_table()`.
+so they read naturally in logs, and the reference's (docs/reference.md) table of them is `markdown_table()`.
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class CauseKind(enum.Enum):
     """What declaring a failure cause gives (FailureCause's members; a test's own enum may add one): its
     label, the first word of `output/failure`; the exit status `train` ends with for it (None: the
     program's own status, shown as `status_text`); one line of meaning; and, for a cause no restart in
-    place can help, why not (run's restart rule reads it). The README's exit-status table is
+    place can help, why not (run's restart rule reads it). The reference's exit-status table is
     `markdown_table(FailureCause)`."""
 
     def __init__(self, label: str, status: Optional[int], meaning: str, not_restarted: Optional[str] = None,
@@ -65,7 +65,7 @@ class FailureCause(CauseKind):
 
 
 def markdown_table(causes: Iterable[CauseKind] = FailureCause) -> str:
-    """The README's exit-status table: one row a cause."""
+    """The reference's exit-status table (docs/reference.md): one row a cause."""
     rows = ["| status | output/failure starts with | restarted in place | meaning |", "| --- | --- | --- | --- |"]
     rows += [f"| {c.status_text} | `{c.label}` | {'no: ' + c.not_restarted if c.not_restarted else 'after progress, where asked for'} "
              f"| {c.meaning} |" for c in causes]

@@ -166,6 +166,32 @@ def test_the_readmes_generated_tables_are_what_their_declarations_print() -> Non
     check = subprocess.run([sys.executable, str(REPO / "scripts" / "readme-tables.py"), "--check"],
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
-    text = README.read_text(encoding="utf-8")
+    text = (REPO / "docs" / "reference.md").read_text(encoding="utf-8")
     for name in ("settings", "exit-statuses", "program-environment", "mpi-defaults"):
         assert text.count(f"<!-- table: {name} -->") == 1, name
+
+
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor of a heading."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_between_the_documents_reaches_its_file_and_heading() -> None:
+    """A relative link in a document names a file that exists and, with `#anchor`, one of its headings: moving
+    a section (the README's guides and reference went to docs/) breaks no link silently."""
+    broken = []
+    for page in USER_DOCUMENTS + [REPO / "docs" / "design.md", REPO / "docs" / "architecture.md"]:
+        for target in LINK.findall(page.read_text(encoding="utf-8")):
+            if re.match(r"[a-z]+:", target):
+                continue
+            path, _, anchor = target.partition("#")
+            file = (page.parent / path).resolve() if path else page
+            if not file.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and file.suffix == ".md" and anchor not in {
+                    _slug(h) for h in re.findall(r"(?m)^#+ (.*)$", file.read_text(encoding="utf-8"))}:
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
+    assert broken == [], "\n".join(broken)

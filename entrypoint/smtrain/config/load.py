@@ -1,6 +1,6 @@
 """Read every input of a training job once into one validated, immutable `TrainingConfig`.
 
-Inputs (README, "What the program gets"): the JSON files under `<base>/input/config/` and a
+Inputs (docs/reference.md, "What the program gets"): the JSON files under `<base>/input/config/` and a
 few environment variables. Nothing here starts a process or changes a file; errors name the file,
 the field and what was expected.
 """

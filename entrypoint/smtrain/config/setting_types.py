@@ -1,5 +1,5 @@
 """How a setting's raw value (a variable's string, a hyperparameter as decoded) is read, what is expected of
-it (the words a ConfigError uses) and the README's word for its type; and what a default may depend on."""
+it (the words a ConfigError uses) and the reference's word for its type; and what a default may depend on."""
 from __future__ import annotations
 
 import math
@@ -28,7 +28,7 @@ class SettingType:
     """How a raw value (a variable's string, a hyperparameter as decoded) is read, and what is expected."""
 
     expected = "a value"
-    shown = "text"  # the README's word for the type
+    shown = "text"  # the reference's word for the type
 
     def parse(self, raw: Any) -> Any:
         """The value; ValueError where `raw` is not what `expected` says."""

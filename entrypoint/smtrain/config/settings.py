@@ -3,8 +3,8 @@ variable that set it (the variable wins where both are given, as for the program
 sagemaker_program), its type (how a value is read, and what is expected), its default, which jobs read it,
 and one line of help. From this table alone come the loading and checking of the settings `train` reads
 (`load_settings`: a ConfigError names the setting, what was expected and what was given), the dry-run's
-`settings`, `train --help-settings` and the README's Settings table (`markdown_table`; a static test holds
-the README to it). A new setting is one row here, read where it is used as `config.settings[ROW]`.
+`settings`, `train --help-settings` and the reference's Settings table (docs/reference.md, `markdown_table`; a static test holds
+the page to it). A new setting is one row here, read where it is used as `config.settings[ROW]`.
 
 Rows whose `read_by` is not TRAIN are read where they act (the s3:// file system, the image's shell hook, the
 distribution's kind ...); `load_settings` checks the value of each that names one variable of a type other than
@@ -37,7 +37,7 @@ Default = Union[T, Callable[[SettingContext], T]]
 @dataclass(frozen=True)
 class Setting(Generic[T]):
     """One setting (see the module's docstring). `default` may be a function of the job (SettingContext);
-    `default_text` is how the README shows it where it is not the value itself."""
+    `default_text` is how the reference shows it where it is not the value itself."""
 
     name: str
     hyperparameter: Optional[str]
@@ -237,7 +237,7 @@ def _default_shown(setting: Setting[Any]) -> str:
 
 
 def markdown_table(table: Sequence[Setting[Any]] = SETTINGS) -> str:
-    """The README's Settings table."""
+    """The reference's Settings table (docs/reference.md)."""
     rows = ["| hyperparameter / variable | type | default | jobs | meaning |", "| --- | --- | --- | --- | --- |"]
     rows += [f"| {_given_by(s)} | {s.type.shown} | {_default_shown(s)} | {s.jobs} | {s.help} |" for s in table]
     return "\n".join(rows) + "\n"

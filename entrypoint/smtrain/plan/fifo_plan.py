@@ -1,4 +1,4 @@
-"""Which FIFOs each rank reads (pure). The rules (README, "Pipe mode"):
+"""Which FIFOs each rank reads (pure). The rules (docs/guide.md, "Pipe mode"):
 
 - Without MPI, or one process per host: the program reads each Pipe channel `C` directly.
 - Per-rank channels, read by one rank each, directly and in full: a group `C-0 ... C-(N-1)` or
@@ -155,7 +155,7 @@ def dealing_notes(assignments: Sequence[PipeAssignment], distribution: Mapping[s
                         "differ (pipes.equal_steps)")
             else:
                 how += ("; every host receives the whole channel (FullyReplicated) and reads it whole: a script that "
-                        "trains one model on several hosts shards it by host (README, Pipe mode), or TF's "
+                        "trains one model on several hosts shards it by host (docs/guide.md, Pipe mode), or TF's "
                         "tf.distribute auto-sharding does")
         notes.append(f"Pipe channel {a.channel}: {how}")
     return tuple(notes)

@@ -1,6 +1,6 @@
 """What this image adds to the environment a program gets, beyond what sagemaker-training 5.1.4 and, for
 TensorFlow jobs, sagemaker-tensorflow-training 20.5.0 give it: each variable declared once, with when it is
-set and what it means. The README's table is `markdown_table()`; tests/process/test_internals.py holds a
+set and what it means. The reference's table (docs/reference.md) is `markdown_table()`; tests/process/test_internals.py holds a
 real job's ranks to it (every variable they get that the toolkits do not give is declared here). `<C>`
 stands for a channel's name in capitals."""
 from __future__ import annotations
@@ -54,7 +54,7 @@ def declared(name: str, table: tuple[ProgramVariable, ...] = ADDED) -> bool:
 
 
 def markdown_table(table: tuple[ProgramVariable, ...] = ADDED) -> str:
-    """The README's table of them."""
+    """The reference's table of them (docs/reference.md)."""
     rows = ["| variable | what |", "| --- | --- |"]
     rows += [f"| {', '.join(f'`{n}`' for n in v.names)} | {v.meaning} |" for v in table]
     return "\n".join(rows) + "\n"
