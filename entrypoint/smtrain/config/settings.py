@@ -21,6 +21,7 @@ from .setting_types import (ABSOLUTE_PATH, CHOICE_0_1, PORT, SWITCH, TEXT, Choic
 
 __all__ = [
     "CONTROL_PORT", "DETAILED_PROFILING", "FRAMEWORK_METRICS", "GRACE_PERIOD", "HEARTBEAT_TIMEOUT", "INTERMEDIATE_RETRY",
+    "LIVE_METRICS", "STRAGGLER_WINDOW",
     "MAX_RESTARTS",
     "MIN_FREE_MB", "MONITOR", "MONITOR_INTERVAL", "PEER_WAIT", "PIPE_DEALING", "PYTHON_PROFILING", "SETTINGS", "SKIP_TEARDOWN",
     "SSHD_CONFIG", "SSHD_PORT", "STALL_TIMEOUT", "TRAIN", "Setting", "Settings", "help_text", "load_settings",
@@ -106,6 +107,12 @@ DETAILED_PROFILING = Setting("detailed_profiling", "sagemaker_detailed_profiling
 PYTHON_PROFILING = Setting("python_profiling", "sagemaker_python_profiling", "SM_PYTHON_PROFILING", StepWindow(),
                            lambda context: context.python_window, "cProfile of those training steps",
                            default_text="off, or profilerconfig.json's")
+LIVE_METRICS = Setting("live_metrics", "sagemaker_live_metrics", "SMTRAIN_LIVE_METRICS", SWITCH, True,
+                       "while the job runs: every host's and rank's metrics as TensorBoard scalars, and a rank the "
+                       "others wait for named in the log (needs the system monitor)")
+STRAGGLER_WINDOW = Setting("straggler_window_s", "sagemaker_straggler_window_seconds", "SMTRAIN_STRAGGLER_WINDOW_S",
+                           Seconds(), 60.0, "the live straggler verdict judges each rank's training steps of this "
+                           "many seconds, and says a verdict once it held for a quarter of it", "several ranks")
 MIN_FREE_MB = Setting("profiler_min_free_mb", "sagemaker_profiler_min_free_mb", "SM_PROFILER_MIN_FREE_MB",
                       WholeNumber("MiB"), 1024, "the free space (MiB) step events never take")
 PIPE_DEALING = Setting("pipe_dealing", "sagemaker_pipe_dealing", "SMTRAIN_PIPE_DEALING", Choice("job", "host"), "job",
@@ -137,7 +144,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
             "File channels streamed as Pipe mode: auto (in SDK local mode), on, off, or channel names", "Pipe mode",
             read_by="plan.localmode"),
     PIPE_DEALING,
-    MONITOR, MONITOR_INTERVAL, FRAMEWORK_METRICS, DETAILED_PROFILING, PYTHON_PROFILING, MIN_FREE_MB,
+    MONITOR, MONITOR_INTERVAL, LIVE_METRICS, STRAGGLER_WINDOW, FRAMEWORK_METRICS, DETAILED_PROFILING, PYTHON_PROFILING, MIN_FREE_MB,
     Setting("s3_output", "sagemaker_s3_output", None, TEXT, "",
             "where output/intermediate is synced while the job runs (s3://..., as sagemaker-training)",
             "SageMaker jobs", read_by="plan.intermediate"),

@@ -53,6 +53,7 @@ class Coordination(NamedTuple):
     control_port: int
     peer_wait_s: float
     heartbeat_timeout_s: float
+    straggler_window_s: float  # the live straggler verdict's evidence (smtrain.run.stragglers)
     contract: Optional[RankContract]  # this host's program's rank contract, its token set when the job starts;
     #                                   None where the program's environment carries it already
     program_rank: int  # the program's number on the control channel (with `contract`)
@@ -75,6 +76,7 @@ class Coordination(NamedTuple):
             "control": f"{self.control_bind}:{self.control_port}",
             "peer_wait_s": self.peer_wait_s,
             "heartbeat_timeout_s": self.heartbeat_timeout_s,
+            "straggler_window_s": self.straggler_window_s,
             "program_rank": self.program_rank if self.contract is not None else None,
             "companions": [c.to_json() for c in self.companions],
             "ranks": [f"{rank}@{host}" for host, rank in self.ranks],

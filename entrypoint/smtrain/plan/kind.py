@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping, NamedTuple, Optional
 from ..config.hyperparameters import truthy
 from ..config.model import HostFacts, InputMode, TrainingConfig
 from ..config.settings import (CONTROL_PORT, GRACE_PERIOD, HEARTBEAT_TIMEOUT, MAX_RESTARTS, PEER_WAIT, PIPE_DEALING,
-                               STALL_TIMEOUT)
+                               STALL_TIMEOUT, STRAGGLER_WINDOW)
 from ..wire.contract import RankContract
 from ..wire.pipe_assignment import PipeAssignment
 from .coordination import Coordination
@@ -76,6 +76,7 @@ class KindInputs(NamedTuple):
             master=shape.master, workers=shape.workers,
             control_bind="0.0.0.0" if len(shape.hosts) > 1 else "127.0.0.1", control_port=config.settings[CONTROL_PORT],
             peer_wait_s=config.settings[PEER_WAIT], heartbeat_timeout_s=config.settings[HEARTBEAT_TIMEOUT],
+            straggler_window_s=config.settings[STRAGGLER_WINDOW],
             contract=None, program_rank=0, companions=(), rank_names={},
         )
         return Coordination(**{**common, **decided})

@@ -12,7 +12,7 @@ from ..wire.programs import DEMUX, MONITOR, REPORT
 from ..config.hyperparameters import to_cmd_args
 from ..config.model import HostFacts, InputMode, TrainingConfig
 from ..config.secrets import Redactor
-from ..config.settings import MAX_RESTARTS, Settings
+from ..config.settings import LIVE_METRICS, MAX_RESTARTS, Settings
 from ..wire.contract import SKIP_TEARDOWN_ENV, without_internals
 from ..wire.pipe_assignment import JobAddress, PipeAssignment, PipeMode, demux_folder, pipe_env
 from ..wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
@@ -150,13 +150,22 @@ def demux_specs(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, p
             *(DemuxSpec(python, data_dir, member, 1, fmt, True) for member, fmt in relayed))
 
 
-def monitor_command(config: TrainingConfig, python: str, gpus: int) -> tuple[str, ...]:
-    """The system monitor; told this host's GPUs (none: it does not load NVML)."""
+def monitor_command(config: TrainingConfig, python: str, gpus: int,
+                    coordination: Optional[Coordination] = None) -> tuple[str, ...]:
+    """The system monitor; told this host's GPUs (none: it does not load NVML); with the live metrics, where
+    it writes the TensorBoard scalars (the job's TensorBoard folder, else the profiler's) and, in a job the
+    master's control server watches, where it sends the ranks' steps (smtrain.profiler.live)."""
     if config.monitor_interval_ms is None:
         return ()
-    return MONITOR.argv(python, "--out", str(config.paths.output_dir / "profiler"),
-                        "--host", config.resources.current_host, "--interval-ms", f"{config.monitor_interval_ms:g}",
-                        "--gpus", str(gpus))
+    profiler = config.paths.output_dir / "profiler"
+    live: tuple[str, ...] = ()
+    if config.settings[LIVE_METRICS]:
+        live = ("--tensorboard", str(config.tensorboard_dir or profiler / "tensorboard"))
+        if coordination is not None:
+            master = coordination.master if coordination.workers else "127.0.0.1"
+            live += ("--control", f"{master}:{coordination.control_port}")
+    return MONITOR.argv(python, "--out", str(profiler), "--host", config.resources.current_host,
+                        "--interval-ms", f"{config.monitor_interval_ms:g}", "--gpus", str(gpus), *live)
 
 
 def profiler_env(config: TrainingConfig) -> dict[str, str]:
@@ -253,7 +262,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
                                     if c.mode is InputMode.PIPE and config.settings[MAX_RESTARTS] > 0),
                           relays(part.pipes, part.ranks_per_host, part.first_rank), job_address(part, shape.master,
                                                                                                 config)),
-        monitor=monitor_command(config, python, facts.num_gpus),
+        monitor=monitor_command(config, python, facts.num_gpus, part.coordination),
         report=report_command(config, python, timeline) if shape.role in (Role.SINGLE, Role.MASTER) else (),
         profiler_dir=profiler_folder(config),
         emulated=emulated,

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
 __all__ = ["BETWEEN", "EPOCH", "FULL_STEPS", "MODES", "STEP", "StepEvent", "StepSummary", "as_read", "bin_centre_ms",
-           "bin_of", "event_files", "file_end_us", "file_header", "final_path", "node_id", "parse", "rank_of",
+           "bin_of", "event_files", "file_end_us", "file_header", "final_path", "host_of", "node_id", "parse", "rank_of",
            "read_folder", "stopped_path", "summary_lines", "temp_path", "to_lines", "trace_objects"]
 
 STEP = "Step"

@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from ..common.console import exit_flushed
 from ..common.signals import SHUTDOWN_SIGNALS, SignalWaker
+from .live import Live
 
 __all__ = ["FLUSH_S", "ROTATE_S", "EventWriter", "GpuSampler", "HostSampler", "Sample", "Summary", "event_line",
     "file_path", "main", "percentile", "run"]
@@ -177,9 +178,9 @@ class Summary:
 
 
 def run(out: Path, host: str, interval_s: float, stop_requested: Callable[[float], bool], log,
-        gpus: int = -1) -> Summary:
+        gpus: int = -1, live: Optional[Live] = None) -> Summary:
     """Sample until `stop_requested(timeout)` says so (it waits up to `timeout` s for a stop); `gpus`:
-    the host's (-1: as NVML finds them)."""
+    the host's (-1: as NVML finds them); `live`: the job's live metrics, fed every sample."""
     sampler = HostSampler(log, gpus)
     writer = EventWriter(out, host)
     summary = Summary()
@@ -192,6 +193,10 @@ def run(out: Path, host: str, interval_s: float, stop_requested: Callable[[float
         samples = sampler.sample()
         writer.add(samples, time.time())
         summary.add(samples)
+        if live is not None:
+            live.add(samples)
+            if live.due():
+                live.tick()
         if time.monotonic() >= next_flush:
             writer.flush()
             next_flush = time.monotonic() + FLUSH_S
@@ -199,6 +204,10 @@ def run(out: Path, host: str, interval_s: float, stop_requested: Callable[[float
     writer.add(last, time.time())
     summary.add(last)
     writer.flush()
+    if live is not None:
+        live.add(last)
+        live.tick()
+        live.close()
     return summary
 
 
@@ -210,6 +219,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--host", required=True)
     parser.add_argument("--interval-ms", type=float, default=500)
     parser.add_argument("--gpus", type=int, default=-1, help="the host's GPUs (0: NVML is not loaded; -1: ask NVML)")
+    parser.add_argument("--tensorboard", type=Path, default=None,
+                        help="live metrics: TensorBoard scalars under DIR/smtrain (smtrain.profiler.live)")
+    parser.add_argument("--control", default=None, metavar="HOST:PORT",
+                        help="live metrics: the ranks' steps to the master's control server")
     args = parser.parse_args(argv)
 
     def log(message: str) -> None:
@@ -223,8 +236,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         os.nice(10)
     except OSError:
         pass
+    control = args.control.rpartition(":") if args.control else None
+    live = Live(args.out, args.host, args.tensorboard, (control[0], int(control[2])) if control else None, log) \
+        if args.tensorboard or control else None
     summary = run(args.out, args.host, args.interval_ms / 1000.0,
-                  lambda timeout: any(s in SHUTDOWN_SIGNALS for s in waker.wait(timeout)), log, args.gpus)
+                  lambda timeout: any(s in SHUTDOWN_SIGNALS for s in waker.wait(timeout)), log, args.gpus, live)
     log(summary.text(args.host))
     return 0
 

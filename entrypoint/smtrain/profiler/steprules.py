@@ -28,8 +28,8 @@ from .monitor import percentile
 from .rules import RuleResult, run_rules
 from .timeline import TimelineStats
 
-__all__ = ["DEFAULTS", "RECOMMENDATIONS", "JobPhases", "RankStats", "StepContext", "evaluate", "outliers",
-           "phases", "rank_stats", "weighted_percentile"]
+__all__ = ["DEFAULTS", "RECOMMENDATIONS", "JobPhases", "RankStats", "StepContext", "Waited", "evaluate", "outliers",
+           "phases", "rank_stats", "waited_for", "weighted_percentile"]
 
 DEFAULTS: dict[str, dict[str, float]] = {
     "StepOutlier": {"stddev": 3, "n_outliers": 10, "skip": 2},
@@ -256,17 +256,42 @@ def step_outlier(ctx: StepContext, p: Mapping[str, float]) -> tuple[Optional[boo
     return _verdict(findings, bool(judged), f"no rank has more than {p['n_outliers']:g} outlier steps")
 
 
-def rank_imbalance(ctx: StepContext, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
-    ranks = [s for s in ctx.ranks.values() if s.train_steps >= p["min_steps"]]
-    if len(ranks) < 2:
-        return None, "fewer than two ranks with enough training steps"
-    cycles = {s.node: s.median_step_ms + s.median_between_ms for s in ranks}
+class Waited(NamedTuple):
+    """RankImbalance's evidence: the judged ranks' median gaps between steps and step cycles (ms), the job's
+    median cycle, and the ranks the others wait for (`slow`, slowest first)."""
+    gaps: dict[str, float]
+    cycles: dict[str, float]
+    cycle: float
+    slow: tuple[str, ...]
+
+
+def waited_for(ranks: Mapping[str, RankStats], p: Mapping[str, float]) -> Optional[Waited]:
+    """The ranks (nodes) whose median gap between steps exceeds the fastest's by more than `threshold` of the
+    median step cycle and by more than `min_ms`: the others wait for them in their collectives. None with
+    fewer than two ranks of `min_steps` training steps, or no step time. The report's RankImbalance rule and
+    the live straggler verdict (smtrain.run.stragglers) both judge by it."""
+    judged = [s for s in ranks.values() if s.train_steps >= p["min_steps"]]
+    if len(judged) < 2:
+        return None
+    cycles = {s.node: s.median_step_ms + s.median_between_ms for s in judged}
     cycle = statistics.median(cycles.values())
     if cycle <= 0:
-        return None, "no step time"
-    gaps = {s.node: s.median_between_ms for s in ranks}
+        return None
+    gaps = {s.node: s.median_between_ms for s in judged}
+    fastest = min(gaps.values())
+    slow = tuple(sorted((n for n, g in gaps.items() if (g - fastest) / cycle > p["threshold"] and g - fastest > p["min_ms"]),
+                        key=lambda n: -gaps[n]))
+    return Waited(gaps, cycles, cycle, slow)
+
+
+def rank_imbalance(ctx: StepContext, p: Mapping[str, float]) -> tuple[Optional[bool], str]:
+    waited = waited_for(ctx.ranks, p)
+    if waited is None:
+        judged = sum(1 for s in ctx.ranks.values() if s.train_steps >= p["min_steps"])
+        return None, "fewer than two ranks with enough training steps" if judged < 2 else "no step time"
+    gaps, cycles, cycle = waited.gaps, waited.cycles, waited.cycle
     slow, fast = max(gaps, key=gaps.get), min(gaps, key=gaps.get)
-    if (gaps[slow] - gaps[fast]) / cycle > p["threshold"] and gaps[slow] - gaps[fast] > p["min_ms"]:
+    if waited.slow:
         return True, (f"rank {slow} spends {gaps[slow]:.1f} ms between steps, rank {fast} {gaps[fast]:.1f} ms, of a "
                       f"{cycle:.1f} ms step cycle ({(gaps[slow] - gaps[fast]) / cycle:.0%} > {p['threshold']:.0%}): "
                       f"the other ranks wait for rank {slow} in their collectives")

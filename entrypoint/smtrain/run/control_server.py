@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Mapping, Optional
 
 from ..config.defaults import HEARTBEAT_S
-from ..config.settings import HEARTBEAT_TIMEOUT
+from ..config.settings import HEARTBEAT_TIMEOUT, STRAGGLER_WINDOW
 from ..wire.control_protocol import LineReader, Message, MessageType, encode
 from ..wire.heartbeat import Heartbeat
 from ..wire.liveness import PeerSilence
@@ -24,13 +24,15 @@ from .attempt import HostState
 from .control_state import ControlState
 from .pipe_dealing import PipeDealings
 from .rank_output import RankOutput
+from .stragglers import Stragglers
 
 __all__ = ["FIRST", "ControlServer", "accept_queue"]
 
 SPOOL_BYTES = 1 << 20  # a worker's profiler archive is held in memory up to this size, then in a file
 # what may open a connection: a worker's hello, a rank's report (alone on its connection), a rank's first progress,
-# a rank's output stream, a demultiplexer's readers of a channel dealt across the hosts
-FIRST = (MessageType.HELLO, MessageType.RANK_EXIT, MessageType.PROGRESS, MessageType.OUTPUT, MessageType.READERS)
+# a rank's output stream, a demultiplexer's readers of a channel dealt across the hosts, a monitor's ranks' steps
+FIRST = (MessageType.HELLO, MessageType.RANK_EXIT, MessageType.PROGRESS, MessageType.OUTPUT, MessageType.READERS,
+         MessageType.RANK_STEPS)
 
 
 class ControlServer(ControlState):
@@ -39,7 +41,7 @@ class ControlServer(ControlState):
     def __init__(self, bind: str, port: int, token: str, log: Callable[[str], None],
                  heartbeat_timeout_s: float = HEARTBEAT_TIMEOUT.default, on_lost: Callable[[], None] = lambda: None,
                  on_news: Callable[[], None] = lambda: None, admission: str = "",
-                 joined: str = "it has joined the job") -> None:
+                 joined: str = "it has joined the job", straggler_window_s: float = STRAGGLER_WINDOW.default) -> None:
         super().__init__()
         self.token = token
         self._admission = admission  # what the rank starter gives each worker on its hello (`welcome`)
@@ -51,6 +53,7 @@ class ControlServer(ControlState):
         self._ranks: list[socket.socket] = []  # rank launchers' lasting connections
         self.rank_output = RankOutput()  # the ranks' stdout and stderr, each on a connection of its own
         self.pipe_dealings = PipeDealings(log)  # Pipe channels dealt across the hosts: their demultiplexers' rounds
+        self.stragglers = Stragglers(log, straggler_window_s)  # the ranks' recent steps, from every host's monitor
         self._listener = socket.create_server((bind, port), reuse_port=False, backlog=256)
         self.port = self._listener.getsockname()[1]
         self._incoming: Optional[Path] = None  # where workers' large profiler archives spill (accept_profiles)
@@ -163,8 +166,8 @@ class ControlServer(ControlState):
 
     def _serve(self, sock: socket.socket) -> None:
         """A connection, by its first message: a rank's report (taken before the connection stops counting
-        as in flight, and closed), a rank launcher's progress, a rank's output stream, a worker's hello, or a demultiplexer's
-        readers (smtrain.run.pipe_dealing)."""
+        as in flight, and closed), a rank launcher's progress, a rank's output stream, a worker's hello, a demultiplexer's
+        readers (smtrain.run.pipe_dealing) or a monitor's ranks' steps (smtrain.run.stragglers)."""
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         reader = LineReader(sock)
         first: Optional[Message] = None
@@ -190,6 +193,8 @@ class ControlServer(ControlState):
             self._serve_worker(sock, reader, first.fields["host"])
         elif first is not None and first.type is MessageType.READERS:
             self.pipe_dealings.follow(sock, reader, first.fields)
+        elif first is not None and first.type is MessageType.RANK_STEPS:
+            self.stragglers.follow(sock, reader, first)
         else:
             sock.close()
 

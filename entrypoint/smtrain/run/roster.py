@@ -22,7 +22,7 @@ def open_control(coordination: Coordination, token: str, waker: SignalWaker, adm
     try:
         return ControlServer(coordination.control_bind, coordination.control_port, token, log,
                              coordination.heartbeat_timeout_s, on_lost=waker.post, on_news=waker.post,
-                             admission=admission, joined=joined)
+                             admission=admission, joined=joined, straggler_window_s=coordination.straggler_window_s)
     except OSError as e:
         raise StartupFailed(f"cannot listen on the control port {coordination.control_bind}:{coordination.control_port}: "
                             f"{e.strerror} (set SM_CONTROL_PORT to a free port)") from None

@@ -26,7 +26,7 @@ from typing import Any, Mapping, NamedTuple, Optional
 MAX_MESSAGE = 64 * 1024
 PROFILE_CHUNK = 32 * 1024  # bytes of archive a `profile` message carries (base64: 43,692 characters)
 
-__all__ = ["ANY", "ControlClient", "DEMUX", "FIELDS", "LineReader", "MASTER", "MAX_MESSAGE", "Message", "MessageType", "PROFILE_CHUNK",
+__all__ = ["ANY", "ControlClient", "DEMUX", "FIELDS", "LineReader", "MASTER", "MONITOR", "MAX_MESSAGE", "Message", "MessageType", "PROFILE_CHUNK",
            "RANK", "WORKER", "connect", "decode", "describe", "encode", "misfit"]
 
 
@@ -36,6 +36,7 @@ WORKER = "worker"
 MASTER = "master"
 RANK = "rank"
 DEMUX = "demux"  # a host's demultiplexer of a Pipe channel dealt across the job's hosts
+MONITOR = "monitor"  # a host's system monitor (smtrain.profiler.live)
 ANY = "any"
 
 
@@ -77,6 +78,10 @@ class MessageType(enum.Enum):
               "opens a connection of its own that carries the rank's stdout (stream 1) or stderr (2) as raw bytes "
               "after this line; the master writes them to its own stream in whole lines (smtrain.run.rank_output)")
     STALL = ("stall", {}, MASTER, RANK, "the job stalled: dump your stack (SIGABRT)")
+    RANK_STEPS = ("rank-steps", {"host": _STR, "ranks": (dict,)}, MONITOR, MASTER,
+                  "every few seconds, on a connection of its own: the training steps this host's ranks took since the "
+                  "last ({node: [steps, last step, step bins, gap bins]}: smtrain.profiler.live_steps); the master "
+                  "names a rank the others wait for (smtrain.run.stragglers)")
     READERS = ("readers", {"channel": _STR, "host": _STR, "hosts": _INT, "readers": (list,), "consumed": _INT}, DEMUX,
                MASTER, "on a connection of its own, once this host's ranks opened their FIFOs of a channel dealt across "
                "the job's `hosts` hosts: the global ranks among them that read it, then `consumed` bytes of the records "
