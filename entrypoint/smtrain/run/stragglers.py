@@ -70,7 +70,7 @@ class Stragglers:
             while kept and kept[0][0] < now - self.window_s:
                 kept.popleft()
         waited = waited_for(self._stats(), self._params)
-        slow = waited.slow if waited is not None else ()
+        slow = tuple(sorted(waited.slow)) if waited is not None else ()  # by name: the order of gaps is no change
         if slow != self._seen:
             self._seen, self._seen_since, self._seen_wall = slow, now, time.time()
         if now - self._seen_since < self.persist_s or slow == self._said:
@@ -101,7 +101,7 @@ class Stragglers:
                "; ".join(f"rank {rank_of(n)} on {host_of(n)}" for n in ranks))
         since = time.strftime("%H:%M:%S", time.gmtime(self._seen_wall))
         return (f"straggler: {who} spend{'s' if len(ranks) == 1 and not whole_host else ''} {gaps} ms between steps, "
-                f"the fastest rank {fastest:.0f} ms, of a {waited.cycle:.0f}-ms step cycle (+{waited.gaps[ranks[0]] - fastest:.0f} "
+                f"the fastest rank {fastest:.0f} ms, of a {waited.cycle:.0f}-ms step cycle (+{waited.gaps[waited.slow[0]] - fastest:.0f} "
                 f"ms a step), since {since} UTC: the other ranks wait for {'them' if len(ranks) > 1 else 'it'} in their "
                 f"collectives (RankImbalance, over the last {self.window_s:g} s)")
 
