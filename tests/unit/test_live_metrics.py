@@ -10,6 +10,7 @@ from smtrain.profiler.events import bin_centre_ms, bin_of
 from smtrain.profiler.live import Scalars, system_scalars
 from smtrain.profiler.live_steps import RankWindow, StepTail, windows
 from smtrain.profiler.monitor import Sample
+from smtrain.profiler.steprules import DEFAULTS, JobPhases, StepContext, rank_imbalance
 from smtrain.profiler.steps import StepRecorder
 from smtrain.run.stragglers import Stragglers
 from smtrain.wire.profiler_settings import ProfilerSettings
@@ -102,6 +103,10 @@ def test_the_straggler_verdict_names_the_slow_rank_then_its_host_once_each_and_n
     run(40, {3: 190.0})
     assert len(said) == 1 and said[0].startswith("straggler: rank 3 on algo-2 spends "), said
     assert "the other ranks wait for it in their collectives (RankImbalance, over the last 20 s)" in said[0]
+    # one rule, two moments: the report's RankImbalance on the same evidence says the same
+    verdict, why = rank_imbalance(StepContext(stragglers.evidence(), JobPhases(0.0, None, None, 0.0), None),
+                                  DEFAULTS["RankImbalance"])
+    assert verdict is True and why.startswith("rank 3-algo-2 spends "), why
     run(40, {2: 190.0, 3: 190.0})
     assert len(said) == 2 and said[1].startswith("straggler: host algo-2 (its ranks 2, 3) spend "), said
     run(40, {})

@@ -80,6 +80,11 @@ class Stragglers:
             "straggler: none any more - every rank's gap between steps is within the rule's bounds (RankImbalance, "
             f"over the last {self.window_s:g} s)")
 
+    def evidence(self) -> dict[str, RankStats]:
+        """Each rank's steps of the window, as the rule judges them (the report's judges its whole job's)."""
+        with self._lock:
+            return self._stats()
+
     def _stats(self) -> dict[str, RankStats]:
         stats = {}
         for node, kept in self._windows.items():
