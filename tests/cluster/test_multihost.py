@@ -1,6 +1,6 @@
 """Several hosts: real sshd, real mpirun, real Horovod with TensorFlow, on simulated hosts.
 
-Bounds asserted here (README, "Several hosts"): every host ends within 2 s (asserted: 3 s) of the last
+Bounds asserted here (docs/guide.md, "Several hosts"): every host ends within 2 s (asserted: 3 s) of the last
 rank's exit, after a good job or a failing rank, which ends every host within 10 s; a lost
 master ends every worker within 5 s (connection closed) - HEARTBEAT_TIMEOUT_S when it goes silent;
 a lost worker ends the master within 15 s; hosts wait SM_PEER_WAIT_SECONDS for peers.

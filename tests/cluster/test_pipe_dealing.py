@@ -1,4 +1,4 @@
-"""The README's Pipe-mode rule on two simulated hosts (real sshd, mpirun and train; each host's feeder plays
+"""The Pipe-mode rule (docs/guide.md) on two simulated hosts (real sshd, mpirun and train; each host's feeder plays
 SageMaker): each record of a channel reaches one rank of the job an epoch - a FullyReplicated channel dealt
 across the job's hosts (through each host's demultiplexer, with one rank a host too), a ShardedByS3Key one
 across each host's ranks - whatever `.shard()` an AWS-style PipeModeDataset script keeps; SMTRAIN_PIPE_DEALING=

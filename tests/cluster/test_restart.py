@@ -143,7 +143,7 @@ def test_without_restarts_asked_for_a_failure_ends_the_job_as_before(cluster: Cl
 
 
 def _pipe_job(cluster: Cluster, layout: str) -> tuple[dict[str, list[bytes]], list]:
-    """The README's checkpoint example (tests/programs/pipe_restart.py), 2x2 Horovod, reading `train` as
+    """The guide's checkpoint example (docs/guide.md; tests/programs/pipe_restart.py), 2x2 Horovod, reading `train` as
     Pipe mode emulated from each host's files (as under SDK local mode), `lines` records, 2 epochs of 40
     records a rank; rank 3 raises once at step 50 (epoch 1). `layout`: one channel the host's
     demultiplexer deals to its ranks (`demux`, `shuffled` with a ShuffleConfig), AWS's per-rank

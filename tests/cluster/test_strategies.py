@@ -2,7 +2,7 @@
 MultiWorkerMirroredStrategy (every host a worker) and parameter servers (a ps on every host; the
 first host's program is TF_CONFIG's master). Real TensorFlow, real processes, real TCP.
 
-The outcome guarantees are those of MPI jobs (README, "Several hosts"): every host ends with the
+The outcome guarantees are those of MPI jobs (docs/guide.md, "Several hosts"): every host ends with the
 job's status; a failing or lost host ends every host with the host named, within the abort's 5 s
 of the failure showing (a program's end, a closed connection, the heartbeat timeout) - TensorFlow's
 teardown can hold a failing program for seconds before its end; SIGTERM reaches every worker;

@@ -18,7 +18,7 @@ SITE = "/opt/smtrain/venv/lib/python3.11/site-packages"
 @pytest.fixture(scope="module")
 def gpu_image(image: str) -> str:
     if shell(image, f"test -d {SITE}/nvidia/nccl && echo gpu || echo cpu").strip() != "gpu":
-        pytest.skip("the CPU flavour: the GPU flavour's tier is SMTRAIN_IMAGE=smtrain:gpu (README, The image)")
+        pytest.skip("the CPU flavour: the GPU flavour's tier is SMTRAIN_IMAGE=smtrain:gpu (docs/design.md, The image)")
     return image
 
 

@@ -1,7 +1,7 @@
 """The program gets the same SM_* environment and arguments from `train` as from sagemaker-training 5.1.4.
 
 The oracle is sagemaker-training's real `train`, run on the same tree with the same program; both
-runs record what the program saw. Deliberate differences (README, "Differences from
+runs record what the program saw. Deliberate differences (docs/design.md, "Differences from
 sagemaker-training") are excluded by name here and asserted separately.
 """
 from __future__ import annotations

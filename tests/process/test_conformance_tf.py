@@ -6,7 +6,7 @@ The oracle is the container's real entry point, run through sagemaker-training's
 same tree with the same program. Trees where this host runs alone are run by both `train`s and
 compared as the program saw them; trees where this host is part of a job across hosts are compared
 with `train --dry-run`'s plan (the program's environment and arguments; the cluster tests run
-those jobs for real). Deliberate differences: README, "Differences from SageMaker's containers".
+those jobs for real). Deliberate differences: docs/design.md, "Differences from SageMaker's containers".
 """
 from __future__ import annotations
 

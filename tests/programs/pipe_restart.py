@@ -1,4 +1,4 @@
-"""The README's checkpoint example as a user writes it, for in-place restarts: reads Pipe channel `train`
+"""The guide's checkpoint example (docs/guide.md) as a user writes it, for in-place restarts: reads Pipe channel `train`
 for --epochs epochs, resuming at the checkpoint's position (shared_restore, pipes.records(skip=...)),
 and saves every --save-every steps. Rank --fail-rank raises once, at step --fail-at (a marker in its
 output/data says it did). Logs each record when a checkpoint commits it (what a restart will not read
