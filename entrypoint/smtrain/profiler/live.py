@@ -3,7 +3,7 @@ host's utilisation (the means of the samples since the last time) and its ranks'
 step recorders wrote since: smtrain.profiler.live_steps) become TensorBoard scalars, and the ranks' steps go
 to the master, which names a rank the others wait for while the job runs (smtrain.run.stragglers).
 
-The scalars are TensorBoard event files written by TensorBoard's own writer, one run (folder) for the host
+The scalars are TensorBoard event files (`Scalars`), one run (folder) for the host
 and one for each of its ranks, under `smtrain/` of the job's TensorBoard folder (SM_TENSORBOARD_DIR, which
 SageMaker uploads while the job runs; else `<profiler>/tensorboard`): the program's own summaries beside them
 are left alone. Tags:
@@ -21,8 +21,9 @@ from __future__ import annotations
 import statistics
 import time
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, BinaryIO, Callable, Optional, Sequence
 
+from ..data.record_reader import encode_tfrecord
 from ..wire.control_protocol import ControlClient, MessageType
 from .events import rank_of
 from .live_steps import RankWindow, StepTail, windows
@@ -34,31 +35,36 @@ CONNECT_S = 0.5  # how long one attempt to reach the master's control server may
 
 
 class Scalars:
-    """TensorBoard event files of scalars, one writer a run (a folder under `root`)."""
+    """TensorBoard event files of scalars, one a run (a folder under `root`): TFRecord-framed `Event` protocol
+    buffers (TensorBoard's own message classes, which need no TensorFlow: its writer would load TensorFlow
+    into the monitor, seconds of CPU and hundreds of MB), appended as they come."""
 
     def __init__(self, root: Path) -> None:
         self.root = root
-        self._writers: dict[str, Any] = {}
+        self._files: dict[str, BinaryIO] = {}
 
     def add(self, run: str, values: dict[str, float], step: int, wall: float) -> None:
         """One event holding `values` (tag -> value) at `step` and `wall` time, for run `run`."""
-        from tensorboard.compat.proto import event_pb2, summary_pb2  # the monitor's first write loads it
-        from tensorboard.summary.writer.event_file_writer import EventFileWriter
+        from tensorboard.compat.proto import event_pb2, summary_pb2  # protobuf alone (no TensorFlow)
 
-        writer = self._writers.get(run)
-        if writer is None:
-            writer = self._writers[run] = EventFileWriter(str(self.root / run), flush_secs=3600)
+        file = self._files.get(run)
+        if file is None:
+            folder = self.root / run
+            folder.mkdir(parents=True, exist_ok=True)
+            file = self._files[run] = open(folder / f"events.out.tfevents.{int(wall)}.{run.replace('/', '.')}", "ab")
+            file.write(encode_tfrecord(event_pb2.Event(wall_time=wall, file_version="brain.Event:2").SerializeToString()))
         summary = summary_pb2.Summary(value=[summary_pb2.Summary.Value(tag=tag, simple_value=value)
                                              for tag, value in values.items()])
-        writer.add_event(event_pb2.Event(wall_time=wall, step=step, summary=summary))
+        file.write(encode_tfrecord(event_pb2.Event(wall_time=wall, step=step, summary=summary).SerializeToString()))
 
     def flush(self) -> None:
-        for writer in self._writers.values():
-            writer.flush()
+        for file in self._files.values():
+            file.flush()
 
     def close(self) -> None:
-        for writer in self._writers.values():
-            writer.close()
+        for file in self._files.values():
+            file.close()
+        self._files.clear()
 
 
 _SYSTEM = {("cpu_total", "CPUUtilization"): ("cpu_percent", 1.0), ("MemoryUsedPercent", "Memory"): ("memory_percent", 1.0),

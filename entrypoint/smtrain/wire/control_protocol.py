@@ -165,19 +165,23 @@ class LineReader:
         """The `size` raw bytes that follow the last message (within `timeout` of each other); None where the
         connection ends first. TimeoutError when they stop coming."""
         while len(self._buffer) < size:
-            try:
-                self.sock.settimeout(timeout)
-                chunk = self.sock.recv(min(1 << 20, size - len(self._buffer)))
-            except socket.timeout:
-                raise TimeoutError from None
-            except OSError:
+            if not self._receive(timeout, min(1 << 20, size - len(self._buffer))):
                 return None
-            if not chunk:
-                return None
-            self._buffer += chunk
         data = bytes(self._buffer[:size])
         del self._buffer[:size]
         return data
+
+    def _receive(self, timeout: Optional[float], most: int) -> bool:
+        """Up to `most` more bytes into the buffer; False at the connection's end. TimeoutError when none came."""
+        try:
+            self.sock.settimeout(timeout)  # raises once the socket is closed: the end, as EOF
+            chunk = self.sock.recv(most)
+        except socket.timeout:
+            raise TimeoutError from None
+        except OSError:
+            return False
+        self._buffer += chunk
+        return bool(chunk)
 
     def has_buffered(self) -> bool:
         """Whether a whole line is buffered (readable without blocking)."""
@@ -188,16 +192,8 @@ class LineReader:
         while b"\n" not in self._buffer:
             if len(self._buffer) > MAX_MESSAGE:
                 raise ValueError("control message too long")
-            try:
-                self.sock.settimeout(timeout)  # raises once the socket is closed: the end, as EOF
-                chunk = self.sock.recv(65536)
-            except socket.timeout:
-                raise TimeoutError from None
-            except OSError:
+            if not self._receive(timeout, 65536):
                 return None
-            if not chunk:
-                return None
-            self._buffer += chunk
         line, _, rest = bytes(self._buffer).partition(b"\n")
         self._buffer = bytearray(rest)
         return decode(line)
