@@ -37,6 +37,7 @@ LAYOUTS = {
     "fully-replicated 2x2, .shard(hvd.size(), hvd.rank())": (2, "FullyReplicated", "rank", "job"),
     "fully-replicated 2x1, no .shard": (1, "FullyReplicated", "none", "job"),
     "sharded-by-s3-key 2x2, .shard(hvd.size(), hvd.rank())": (2, "ShardedByS3Key", "rank", "job"),
+    "sharded-by-s3-key 2x1 (read directly), no .shard": (1, "ShardedByS3Key", "none", "job"),
     "whole channel per host 2x2, .shard(hosts, host)": (2, "FullyReplicated", "host", "host"),
 }
 
@@ -77,8 +78,9 @@ def test_each_record_reaches_one_rank_of_the_job_an_epoch(cluster: Cluster, tmp_
         if not sharded:
             assert {len(rank) for rank in got.values()} == {RECORDS // ranks}  # equal counts: no collective waits
     master = cluster.hosts[0].stderr()
-    assert "Pipe channel train: " + ("every host receives the whole channel (FullyReplicated) and deals it alike"
-                                     if dealing == "job" and not sharded else "dealt in whole records") in master
+    how = ("every host receives the whole channel (FullyReplicated) and deals it alike" if dealing == "job" and not sharded
+           else "dealt in whole records" if per_host > 1 else "read whole, as it comes, by the one process that opens it")
+    assert "Pipe channel train: " + how in master
     if dealing == "job" and not sharded:
         assert f"Pipe channel train: dealt across 2 hosts to the job's ranks {', '.join(map(str, range(ranks)))}" in master
         assert "different streams" not in master
