@@ -12,12 +12,12 @@ import collections
 import socket
 import threading
 import time
-from typing import Any, Callable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Optional
 
-from ..profiler.events import host_of, rank_of
-from ..profiler.live_steps import RankWindow
-from ..profiler.steprules import DEFAULTS, RankStats, Waited, waited_for
 from ..wire.control_protocol import LineReader, Message, MessageType
+
+if TYPE_CHECKING:
+    from ..profiler.steprules import RankStats, Waited
 
 __all__ = ["Stragglers"]
 
@@ -26,8 +26,9 @@ class Stragglers:
     """The ranks' recent steps, as the monitors send them, and the verdict said so far."""
 
     def __init__(self, log: Callable[[str], None], window_s: float, clock: Callable[[], float] = time.monotonic,
-                 params: Mapping[str, float] = DEFAULTS["RankImbalance"]) -> None:
-        self._log, self._clock, self._params = log, clock, params
+                 params: Optional[Mapping[str, float]] = None) -> None:
+        self._log, self._clock = log, clock
+        self._params = params  # RankImbalance's (the report's defaults where None); the rule loads with the first steps
         self.window_s = window_s  # the evidence: each rank's training steps of the last window_s
         self.persist_s = window_s / 4  # how long a verdict holds before it is said (a checkpoint's pause is not one)
         self._lock = threading.Lock()
@@ -53,6 +54,8 @@ class Stragglers:
 
     def take(self, host: str, fields: Mapping[str, Any]) -> None:
         """One host's ranks' steps since its last message; then the verdict."""
+        from ..profiler.live_steps import RankWindow  # here: a master's start-up needs none of the profiler
+
         now = self._clock()
         with self._lock:
             for node, raw in fields["ranks"].items():
@@ -66,10 +69,12 @@ class Stragglers:
             self._log(said)
 
     def _judge(self, now: float) -> Optional[str]:
+        from ..profiler.steprules import DEFAULTS, waited_for
+
         for kept in self._windows.values():
             while kept and kept[0][0] < now - self.window_s:
                 kept.popleft()
-        waited = waited_for(self._stats(), self._params)
+        waited = waited_for(self._stats(), self._params or DEFAULTS["RankImbalance"])
         slow = tuple(sorted(waited.slow)) if waited is not None else ()  # by name: the order of gaps is no change
         if slow != self._seen:
             self._seen, self._seen_since, self._seen_wall = slow, now, time.time()
@@ -80,12 +85,14 @@ class Stragglers:
             "straggler: none any more - every rank's gap between steps is within the rule's bounds (RankImbalance, "
             f"over the last {self.window_s:g} s)")
 
-    def evidence(self) -> dict[str, RankStats]:
+    def evidence(self) -> dict[str, "RankStats"]:
         """Each rank's steps of the window, as the rule judges them (the report's judges its whole job's)."""
         with self._lock:
             return self._stats()
 
-    def _stats(self) -> dict[str, RankStats]:
+    def _stats(self) -> dict[str, "RankStats"]:
+        from ..profiler.steprules import RankStats
+
         stats = {}
         for node, kept in self._windows.items():
             steps = sum(w.steps for _, w in kept)
@@ -93,7 +100,9 @@ class Stragglers:
                                     _merged(w.between_bins for _, w in kept))
         return stats
 
-    def _line(self, waited: Waited) -> str:
+    def _line(self, waited: "Waited") -> str:
+        from ..profiler.events import host_of, rank_of
+
         fastest = min(waited.gaps.values())
         by_host: dict[str, list[str]] = {}
         for node in self._windows:
