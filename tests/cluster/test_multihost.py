@@ -240,21 +240,28 @@ def test_a_host_whose_log_stream_backs_up_stays_in_the_job(make_cluster, held: s
 
 
 @pytest.mark.parametrize("starved,peer", [("algo-1", "the master algo-1"), ("algo-2", "worker algo-2")])
-def test_a_host_whose_train_gets_no_cpu_for_three_timeouts_stays_in_the_job(make_cluster, starved: str,
-                                                                             peer: str) -> None:
+def test_a_host_whose_train_gets_no_cpu_past_its_limit_stays_in_the_job_while_the_ranks_train(
+        make_cluster, starved: str, peer: str) -> None:
     """Where hosts share a machine (SDK local mode), the kernel has left one container's every process
-    without CPU for over 10 s. Its train says nothing meanwhile, but its kernel still acknowledges the
-    other side's heartbeats: that host is not lost. SIGSTOP stands in for the starvation (its ranks
-    and sshd run on); the heartbeat timeout is 3 s, the train stopped for 9 s."""
+    without CPU for over 10 s (and a master's train said nothing for 70 s while its ranks trained). Its train
+    says nothing meanwhile, but its kernel still acknowledges the other side's heartbeats: that host is not
+    lost. SIGSTOP stands in for the starvation (its ranks and sshd run on); the heartbeat timeout is 3 s, the
+    train stopped for 24 s - past the 18-s limit of a silent train whose host answers, while the other host's
+    ranks train on (a plain Horovod loop, its steps in the step recorder's files): the other host waits while its
+    ranks train. Before, the master ended such a job at the limit (HostLost), or a worker left it (MasterLost)."""
+    stopped_s = 24
     cluster = make_cluster(2)
-    cluster.write_job({**MPI, "run-for": 20, "sagemaker_heartbeat_timeout_seconds": 3},
-                      program=PROGRAMS / "mpi_behaviour.py")
+    cluster.write_job({**MPI, "seconds": stopped_s + 14, "interval": 0.1, "sagemaker_heartbeat_timeout_seconds": 3},
+                      program=PROGRAMS / "hvd_plain_loop.py")
     cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
-    assert len(wait_for_files(cluster, "running-*", 4, 60)) == 4, cluster.hosts[0].stderr()[-2000:]
+    deadline = time.monotonic() + 60
+    while "rank 0 began" not in cluster.hosts[0].stdout():
+        assert time.monotonic() < deadline, cluster.hosts[0].stderr()[-2000:]
+        time.sleep(0.2)
     host = cluster.host(starved)
     host.signal(signal.SIGSTOP)
     try:
-        time.sleep(9)
+        time.sleep(stopped_s)
     finally:
         host.signal(signal.SIGCONT)
     statuses = cluster.wait(60)
@@ -263,6 +270,7 @@ def test_a_host_whose_train_gets_no_cpu_for_three_timeouts_stays_in_the_job(make
     other = next(h for h in cluster.hosts if h.name != starved).stderr()
     assert f"{peer} has said nothing for 3 s, but its host acknowledges this host's heartbeats" in other, logs
     assert f"{peer} speaks again after " in other and "nothing heard" not in other, logs
+    assert "but this host's ranks still train" in other, logs
     assert cluster.leftovers() == {}
 
 

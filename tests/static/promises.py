@@ -147,7 +147,7 @@ PROMISES: tuple[Promise, ...] = (
     Promise(G, "Jobs that hang or fail", "a host silent for `sagemaker_heartbeat_timeout_seconds` (10 s) whose machine "
             "also stopped answering",
             (MULTI + "test_a_worker_cut_off_then_killed_ends_the_job_on_every_host",
-             MULTI + "test_a_host_whose_train_gets_no_cpu_for_three_timeouts_stays_in_the_job")),
+             MULTI + "test_a_host_whose_train_gets_no_cpu_past_its_limit_stays_in_the_job_while_the_ranks_train")),
     Promise(G, "s3:// in TensorFlow", "`tf.io.gfile`, `tf.train.CheckpointManager`, Keras' `ModelCheckpoint` and "
             "`TensorBoard`, `tf.saved_model` and `TFRecordDataset` work on `s3://bucket/key` unchanged",
             ("tests/s3/test_filesystem.py::test_every_gfile_operation_and_tfrecords_over_s3",

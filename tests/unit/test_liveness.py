@@ -24,6 +24,17 @@ def test_a_silent_peer_is_lost_at_the_timeout_unless_its_host_answers_then_at_si
     assert Silence(10.0).verdict(silent_s, ack_age_s) == lost
 
 
+@pytest.mark.parametrize("silent_s,ack_age_s,progress_age_s,lost", [
+    (600.0, 0.2, 1.0, None),  # this host's ranks trained a second ago: their collectives vouch for the master's
+    (60.0, 0.2, 10.0, "nothing heard for 60 s, though its host still acknowledged this host's heartbeats"),  # they stopped
+    (60.0, 0.2, None, "nothing heard for 60 s, though its host still acknowledged this host's heartbeats"),  # none trains
+    (10.0, HOST_ANSWER_S, 1.0, "nothing heard for 10 s"),  # its host stopped answering: its ranks' word is not enough
+])
+def test_past_the_limit_a_silent_master_is_waited_for_while_this_hosts_ranks_train(
+        silent_s: float, ack_age_s: float, progress_age_s: float, lost: str) -> None:
+    assert Silence(10.0).verdict(silent_s, ack_age_s, progress_age_s) == lost
+
+
 def test_the_next_look_is_at_the_timeout_then_every_half_second() -> None:
     silence = Silence(10.0)
     assert silence.next_wait(0.0) == 10.0 and silence.next_wait(7.5) == 2.5

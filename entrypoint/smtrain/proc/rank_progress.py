@@ -4,19 +4,23 @@ from __future__ import annotations
 
 import os
 import signal
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
 
 from ..common import linux
 from ..common.scratch import make_scratch_file, shm_folder
 from ..wire import progress_file
 
-__all__ = ["ProgressFile", "dump_stacks"]
+__all__ = ["ProgressFile", "dump_stacks", "newest_progress_age"]
 
 
 class ProgressFile:
     """A rank's progress file, made by its supervisor and written by the program (smtrain.progress)."""
 
     def __init__(self) -> None:
-        fd, self.path = make_scratch_file("smtrain-progress-", shm_folder())
+        fd, self.path = make_scratch_file(progress_file.PREFIX, shm_folder())
         try:
             os.ftruncate(fd, progress_file.FILE_SIZE)  # the program maps it: it must have its size
         finally:
@@ -43,6 +47,21 @@ class ProgressFile:
             os.unlink(self.path)
         except OSError:
             pass
+
+
+def newest_progress_age(step_files: Optional[Path] = None) -> Optional[float]:
+    """Seconds since a rank of this host last wrote steps or signs of life to its progress file (smtrain.progress,
+    the native Pipe reader), or its step recorder wrote steps to one of the `*.tmp` files in `step_files` (the
+    steps of scripts that never import smtrain: smtrain.profiler.steps); None where none has."""
+    folder = Path(shm_folder() or tempfile.gettempdir())
+    newest = max((progress_file.last_written(str(p)) for p in folder.glob(progress_file.PREFIX + "*")), default=0.0)
+    if step_files is not None:
+        for path in step_files.glob("*.tmp"):
+            try:
+                newest = max(newest, path.stat().st_mtime)
+            except OSError:
+                continue
+    return time.time() - newest if newest else None
 
 
 def dump_stacks(spare: "list[int] | tuple[int, ...]" = ()) -> None:

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional
 
 __all__ = ["BETWEEN", "EPOCH", "FULL_STEPS", "MODES", "STEP", "StepEvent", "StepSummary", "as_read", "bin_centre_ms",
-           "bin_of", "event_files", "file_end_us", "file_header", "final_path", "host_of", "node_id", "parse", "rank_of",
+           "bin_of", "event_files", "file_end_us", "file_header", "final_path", "host_of", "node_id", "open_files", "parse", "rank_of",
            "read_folder", "stopped_path", "summary_lines", "temp_path", "to_lines", "trace_objects"]
 
 STEP = "Step"
@@ -119,9 +119,14 @@ def node_id(rank: int, host: str) -> str:
     return f"{rank}-{host}".replace("_", "-")
 
 
+def open_files(out: Path) -> Path:
+    """The folder of the event files the ranks are writing (`temp_path`)."""
+    return out / "framework"
+
+
 def temp_path(out: Path, node: str) -> Path:
     """The event file a rank is writing (renamed to its final path when closed)."""
-    return out / "framework" / f"{node}_{SUFFIX}.tmp"
+    return open_files(out) / f"{node}_{SUFFIX}.tmp"
 
 
 def stopped_path(out: Path, node: str) -> Path:

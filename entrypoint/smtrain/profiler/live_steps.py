@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from .events import BETWEEN, STEP, StepEvent, StepSummary, bin_centre_ms, bin_of, parse
+from .events import BETWEEN, STEP, StepEvent, StepSummary, bin_centre_ms, bin_of, open_files, parse
 
 __all__ = ["RankWindow", "StepTail", "windows"]
 
@@ -41,7 +41,7 @@ class StepTail:
     """Every rank's open event file in `<profiler>/framework`, followed."""
 
     def __init__(self, profiler_dir: Path) -> None:
-        self.folder = profiler_dir / "framework"
+        self.folder = open_files(profiler_dir)
         self._tails: dict[str, _Tail] = {}
 
     def poll(self) -> list[Any]:

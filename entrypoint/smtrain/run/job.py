@@ -30,6 +30,8 @@ from ..plan.launch import DemuxSpec, LaunchPlan, Role
 from ..plan.program import check_program
 from ..config.defaults import DEMUX_RESTART_WAIT_S, REPORT_TIMEOUT_S
 from ..proc.helpers import HelperGroup, spawn_helper, stop_all
+from ..proc.rank_progress import newest_progress_age
+from ..profiler.events import open_files
 from ..wire.pipe_assignment import restart_ack
 from ..proc.supervise import end_descendants, parent_death_signal
 from .carry import keep_checkpoints, restore_checkpoints, written_since
@@ -189,6 +191,13 @@ class HostJob:
         plan = self.plan
         folders = [plan.checkpoint_dir, *([plan.profiler_dir / "framework"] if plan.profiler_dir else [])]
         return any(written_since(folder, since) for folder in folders)
+
+    def ranks_progress_age(self) -> Optional[float]:
+        """Seconds since this host's ranks last trained: steps or signs of life in their progress files, or steps in
+        their step recorders' open files (scripts that never import smtrain); None where none did. A silent peer
+        whose ranks' collectives complete with these is alive (smtrain.wire.liveness)."""
+        folder = self.plan.profiler_dir
+        return newest_progress_age(open_files(folder) if folder is not None else None)
 
     def _with_contract(self, env: dict[str, str], token: str, rank: int) -> dict[str, str]:
         coordination = self.plan.coordination

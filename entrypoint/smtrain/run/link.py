@@ -29,6 +29,7 @@ from ..config.defaults import HEARTBEAT_S
 from ..errors import FailureCause, PeersUnreachable
 from ..wire.control_protocol import ControlClient, Message, MessageType
 from ..wire.heartbeat import Heartbeat
+from ..proc.rank_progress import newest_progress_age
 from ..wire.liveness import PeerSilence
 from .outcome import JobOutcome
 
@@ -46,8 +47,10 @@ def connect_to_master(host: str, master: str, port: int, deadline: float, wait_s
 class MasterLink:
     """A worker's link to the master: heartbeats both ways, and the master's start, signals, abort and end."""
 
-    def __init__(self, client: ControlClient, master: str, silence_s: float, waker: SignalWaker) -> None:
+    def __init__(self, client: ControlClient, master: str, silence_s: float, waker: SignalWaker,
+                 progress: Callable[[], Optional[float]] = newest_progress_age) -> None:
         self._client, self._master, self._silence_s, self._waker = client, master, silence_s, waker
+        self._progress = progress  # seconds since this host's ranks last trained (smtrain.wire.liveness)
         self._changed = threading.Condition()
         self.token: Optional[str] = None
         self.attempt = -1  # the attempt the master last started
@@ -112,7 +115,7 @@ class MasterLink:
         return JobOutcome.of_cause(FailureCause.MASTER_LOST, what, host=self._master)
 
     def _run(self) -> None:
-        silence = PeerSilence(self._silence_s, f"the master {self._master}", log)
+        silence = PeerSilence(self._silence_s, f"the master {self._master}", log, self._progress)
         while not self.over():
             if not self._client.readable(silence.wait_s()):
                 lost = silence.check(self._client.sock)

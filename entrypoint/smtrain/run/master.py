@@ -56,7 +56,7 @@ class Master:
         self.attempts = Attempts(job)
         job.start_helpers()
         self.server = open_control(coordination, job.token, job.waker, self.policy.admission(coordination.workers),
-                                   self.policy.joined)
+                                   self.policy.joined, job.ranks_progress_age)
         if self.plan.profiler_dir is not None and coordination.workers:
             accept_profiles(self.server, self.plan.profiler_dir)
 

@@ -15,14 +15,17 @@ __all__ = ["await_reach", "await_workers", "open_control"]
 
 
 def open_control(coordination: Coordination, token: str, waker: SignalWaker, admission: str = "",
-                 joined: str = "it has joined the job") -> ControlServer:
+                 joined: str = "it has joined the job", progress: Callable[[], Optional[float]] = lambda: None
+                 ) -> ControlServer:
     """The master's control server: what it hears wakes `waker`; each worker gets the rank starter's
-    `admission` when it says hello (`joined`: how the log says it took it); StartupFailed naming the port
+    `admission` when it says hello (`joined`: how the log says it took it); `progress`: how long ago this
+    host's ranks last trained (a silent worker is waited for while they do); StartupFailed naming the port
     when it is taken."""
     try:
         return ControlServer(coordination.control_bind, coordination.control_port, token, log,
                              coordination.heartbeat_timeout_s, on_lost=waker.post, on_news=waker.post,
-                             admission=admission, joined=joined, straggler_window_s=coordination.straggler_window_s)
+                             admission=admission, joined=joined, straggler_window_s=coordination.straggler_window_s,
+                             progress=progress)
     except OSError as e:
         raise StartupFailed(f"cannot listen on the control port {coordination.control_bind}:{coordination.control_port}: "
                             f"{e.strerror} (set SM_CONTROL_PORT to a free port)") from None

@@ -40,7 +40,8 @@ class Worker:
         log(f"connecting to the master {coordination.master}:{coordination.control_port}")
         self.client = connect_to_master(self.plan.host, coordination.master, coordination.control_port,
                                         self.deadline, coordination.peer_wait_s)
-        self.link = MasterLink(self.client, coordination.master, coordination.heartbeat_timeout_s, job.waker).start()
+        self.link = MasterLink(self.client, coordination.master, coordination.heartbeat_timeout_s, job.waker,
+                               job.ranks_progress_age).start()
 
     def run(self) -> JobOutcome:
         """Joined, this host's part of every attempt, then the master's word (and this host's profiler data)."""

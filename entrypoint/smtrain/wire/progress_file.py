@@ -19,8 +19,10 @@ UNCAUGHT = struct.Struct("<Q")
 UNCAUGHT_OFFSET = INIT_OFFSET + INIT_PHASE.size  # rank/startup/sitecustomize.py names it too
 FILE_SIZE = UNCAUGHT_OFFSET + UNCAUGHT.size
 
-__all__ = ["FILE_SIZE", "INIT_OFFSET", "INIT_PHASE", "PROGRESS_FILE_ENV", "RECORD", "UNCAUGHT_OFFSET", "Counts",
-           "InitPhase", "read", "uncaught"]
+__all__ = ["FILE_SIZE", "INIT_OFFSET", "INIT_PHASE", "PREFIX", "PROGRESS_FILE_ENV", "RECORD", "UNCAUGHT_OFFSET", "Counts",
+           "InitPhase", "last_written", "read", "uncaught"]
+
+PREFIX = "smtrain-progress-"  # the files' names begin so (smtrain.proc.rank_progress makes them)
 
 
 class InitPhase(enum.IntEnum):
@@ -61,6 +63,16 @@ def read(path: str) -> Counts:
         parsed = InitPhase.parse(value)
         init = InitPhase.NOT_REACHED if parsed is None else parsed
     return Counts(steps, beats, init)
+
+
+def last_written(path: str) -> float:
+    """The wall-clock time of the program's last write of steps or signs of life (either record); 0 before any."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(2 * RECORD.size)
+    except OSError:
+        return 0.0
+    return max((RECORD.unpack_from(data, at)[2] for at in (0, RECORD.size) if len(data) >= at + RECORD.size), default=0.0)
 
 
 def uncaught(path: str) -> bool:
