@@ -144,6 +144,9 @@ PROMISES: tuple[Promise, ...] = (
             (MULTI + "test_a_plain_horovod_rank_that_stops_on_the_second_host_is_named_on_every_host",
              STALL + "test_a_plain_tf_function_loop_whose_rank_1_stops_names_rank_1_alone",
              MULTI + "test_a_rank_that_hangs_before_hvd_init_is_named")),
+    Promise(G, "Jobs that hang or fail", "a silent `train` whose ranks' collectives still complete is waited for",
+            (MULTI + "test_a_host_whose_train_gets_no_cpu_past_its_limit_stays_in_the_job_while_the_ranks_train",
+             "tests/unit/test_liveness.py::test_past_the_limit_a_silent_master_is_waited_for_while_this_hosts_ranks_train")),
     Promise(G, "Jobs that hang or fail", "a host silent for `sagemaker_heartbeat_timeout_seconds` (10 s) whose machine "
             "also stopped answering",
             (MULTI + "test_a_worker_cut_off_then_killed_ends_the_job_on_every_host",
