@@ -233,16 +233,11 @@ class ControlClient:
 
     def send(self, message_type: MessageType, /, **fields: Any) -> bool:
         """Send one message; False when the connection is broken (the next `receive` tells how)."""
-        data = encode(message_type, **fields)
-        with self._lock:
-            try:
-                self.sock.sendall(data)
-            except OSError:
-                return False
-        return True
+        return self.send_raw(encode(message_type, **fields))
 
     def send_raw(self, data: bytes) -> bool:
-        """Send raw bytes that a message announced (its `consumed`, say); False when the connection is broken."""
+        """Send bytes as they are (a message's line, or the raw bytes a message announced: its `consumed`, say);
+        False when the connection is broken."""
         with self._lock:
             try:
                 self.sock.sendall(data)
