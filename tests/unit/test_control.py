@@ -167,3 +167,26 @@ def test_a_ranks_reporter_told_the_job_stalled_dumps_the_programs_stacks(pair) -
     client = ControlClient(rank)
     assert reporter._handle(client) and reporter._handle(client)  # STALL, then one it has no handler for
     assert dumped == [True] and reporter.stall_dumped.is_set()
+
+
+def test_a_ranks_progress_on_its_connection_reaches_the_attempt_of_a_server_that_also_watches_this_hosts_ranks() -> None:
+    """PROGRESS through the master's real server, its handler the one the table names (a server given how long ago
+    this host's ranks trained once shadowed that handler with the function it was given: no rank's progress
+    counted, no stall was ever found)."""
+    import time
+
+    from smtrain.run.control_server import ControlServer
+    from smtrain.wire.control_protocol import ControlClient
+
+    server = ControlServer("127.0.0.1", 0, "token", lambda line: None, progress=lambda: 1.0)
+    try:
+        client = ControlClient.open("127.0.0.1", server.port, time.monotonic() + 5, MessageType.PROGRESS, token="token",
+                                    host="algo-1", rank=0, steps=7)
+        assert client is not None
+        deadline = time.monotonic() + 5
+        while server.attempt.progress.steps != 7 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert server.attempt.progress.steps == 7
+        client.close()
+    finally:
+        server.close()

@@ -51,7 +51,7 @@ class ControlServer(ControlState):
         self._log = log
         self._heartbeat_timeout_s = heartbeat_timeout_s
         self._on_lost = on_lost  # called (from a reader thread) when a worker is lost mid-job
-        self._progress = progress  # seconds since this host's ranks last trained (smtrain.wire.liveness)
+        self._ranks_progress = progress  # seconds since this host's ranks last trained (smtrain.wire.liveness)
         self._ranks: list[socket.socket] = []  # rank launchers' lasting connections
         self.rank_output = RankOutput()  # the ranks' stdout and stderr, each on a connection of its own
         self.pipe_dealings = PipeDealings(log)  # Pipe channels dealt across the hosts: their demultiplexers' rounds
@@ -226,7 +226,7 @@ class ControlServer(ControlState):
 
     def _until_lost(self, reader: LineReader, host: str) -> str:
         """Read a worker's messages, each to its handler, until it goes away; how it went."""
-        silence = PeerSilence(self._heartbeat_timeout_s, f"worker {host}", self._log, self._progress)
+        silence = PeerSilence(self._heartbeat_timeout_s, f"worker {host}", self._log, self._ranks_progress)
         while True:
             try:
                 message = reader.read(timeout=silence.wait_s())
