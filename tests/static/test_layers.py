@@ -519,3 +519,23 @@ def test_restart_in_place_is_named_in_four_modules_of_run_and_the_starters_at_mo
     naming = sorted(name for name in MODULES if name.startswith(("smtrain.run", "smtrain.starters"))
                     and any("restart" in w for w in _code_words(name)))
     assert len(naming) <= 4, naming
+
+
+def _shadowed(tree: ast.Module) -> list[str]:
+    """`self.<name> = ...` where <name> is a method of the same class: the assignment hides the method."""
+    found = []
+    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
+        methods = {f.name for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        found += [f"{cls.name}.{n.attr} (line {n.lineno})" for n in ast.walk(cls)
+                  if isinstance(n, ast.Attribute) and isinstance(n.ctx, ast.Store) and isinstance(n.value, ast.Name)
+                  and n.value.id == "self" and n.attr in methods]
+    return found
+
+
+def test_no_attribute_hides_a_method_of_its_class() -> None:
+    """An instance attribute named like a method of its class replaces it for every caller - as the control
+    server's PROGRESS handler was once replaced by a function stored under its name, and no rank's progress
+    counted."""
+    assert _shadowed(ast.parse("class A:\n    def f(self):\n        self.g = 1\n    def g(self):\n        pass\n")) \
+        == ["A.g (line 3)"]
+    assert [f"{name}: {s}" for name in MODULES for s in _shadowed(_tree(name))] == []
