@@ -28,8 +28,8 @@ from .monitor import percentile
 from .rules import RuleResult, run_rules
 from .timeline import TimelineStats
 
-__all__ = ["DEFAULTS", "RECOMMENDATIONS", "JobPhases", "RankStats", "StepContext", "Waited", "evaluate", "outliers",
-           "phases", "rank_stats", "waited_for", "weighted_percentile"]
+__all__ = ["DEFAULTS", "RECOMMENDATIONS", "JobPhases", "RankStats", "StepContext", "Waited", "evaluate", "merged_bins",
+           "outliers", "phases", "rank_stats", "waited_for", "weighted_percentile"]
 
 DEFAULTS: dict[str, dict[str, float]] = {
     "StepOutlier": {"stddev": 3, "n_outliers": 10, "skip": 2},
@@ -167,12 +167,14 @@ def weighted_percentile(values: list[float], bins: Bins, q: float) -> float:
     return counted[-1][0]
 
 
-def _merge_bins(summaries: Iterable[StepSummary]) -> Bins:
+def merged_bins(histograms: Iterable[Bins]) -> Bins:
+    """Histograms ((ms, count)) added bin by bin."""
     merged: dict[float, int] = {}
-    for s in summaries:
-        for ms, n in s.bins:
+    for bins in histograms:
+        for ms, n in bins:
             merged[ms] = merged.get(ms, 0) + n
     return tuple(sorted(merged.items()))
+
 
 
 def rank_stats(events: Iterable[Union[StepEvent, StepSummary]]) -> dict[str, RankStats]:
@@ -201,8 +203,8 @@ def rank_stats(events: Iterable[Union[StepEvent, StepSummary]]) -> dict[str, Ran
                                  [round(e.duration * 1e3, 3) for e in between],
                                  totals, min((e.start for e in spans), default=0.0),
                                  max((e.end for e in spans), default=0.0),
-                                 _merge_bins(s for s in step_sums if s.mode == "TRAIN"),
-                                 _merge_bins(s for s in sums if s.kind == BETWEEN and s.mode == "TRAIN"),
+                                 merged_bins(s.bins for s in step_sums if s.mode == "TRAIN"),
+                                 merged_bins(s.bins for s in sums if s.kind == BETWEEN and s.mode == "TRAIN"),
                                  tuple(e.step for e in train))
     return result
 

@@ -91,13 +91,13 @@ class Stragglers:
             return self._stats()
 
     def _stats(self) -> dict[str, "RankStats"]:
-        from ..profiler.steprules import RankStats
+        from ..profiler.steprules import RankStats, merged_bins
 
         stats = {}
         for node, kept in self._windows.items():
             steps = sum(w.steps for _, w in kept)
-            stats[node] = RankStats(node, {"TRAIN": steps}, [], [], {}, 0.0, 0.0, _merged(w.step_bins for _, w in kept),
-                                    _merged(w.between_bins for _, w in kept))
+            stats[node] = RankStats(node, {"TRAIN": steps}, [], [], {}, 0.0, 0.0, merged_bins(w.step_bins for _, w in kept),
+                                    merged_bins(w.between_bins for _, w in kept))
         return stats
 
     def _line(self, waited: "Waited") -> str:
@@ -118,11 +118,3 @@ class Stragglers:
                 f"the fastest rank {fastest:.0f} ms, of a {waited.cycle:.0f}-ms step cycle (+{waited.gaps[waited.slow[0]] - fastest:.0f} "
                 f"ms a step), since {since} UTC: the other ranks wait for {'them' if len(ranks) > 1 else 'it'} in their "
                 f"collectives (RankImbalance, over the last {self.window_s:g} s)")
-
-
-def _merged(bins_list) -> tuple[tuple[float, int], ...]:
-    merged: dict[float, int] = {}
-    for bins in bins_list:
-        for ms, n in bins:
-            merged[ms] = merged.get(ms, 0) + n
-    return tuple(sorted(merged.items()))
