@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import itertools
 import select
 import socket
 import struct
@@ -262,15 +263,10 @@ class ControlServer(ControlState):
         host, rank = first.fields["host"], first.fields["rank"]
         with self.lock:
             self._ranks.append(sock)
-        message: Optional[Message] = first
-        while message is not None:
+        for message in itertools.chain([first], reader.messages()):
             handler = self.rank_handlers.get(message.type)
             if handler is not None:
                 handler(host, rank, message.fields)
-            try:
-                message = reader.read(timeout=None)
-            except (TimeoutError, ValueError):
-                break
         with self.lock:
             self._ranks.remove(sock)
         sock.close()

@@ -60,13 +60,7 @@ class PipeDealings:
         readers = [r for r in fields["readers"] if isinstance(r, int) and not isinstance(r, bool)]
         member = _Member(sock, host, fields["hosts"], readers, consumed)
         self._join(channel, member)
-        while True:
-            try:
-                message = reader.read(timeout=None)
-            except (TimeoutError, ValueError):
-                break
-            if message is None:
-                break
+        for message in reader.messages():
             handler = self.handlers.get(message.type)
             if handler is not None:
                 handler(channel, member, message.fields)

@@ -9,6 +9,7 @@ once, and again only when it changes."""
 from __future__ import annotations
 
 import collections
+import itertools
 import socket
 import threading
 import time
@@ -41,15 +42,10 @@ class Stragglers:
 
     def follow(self, sock: socket.socket, reader: LineReader, first: Message) -> None:
         """A monitor's connection: its messages, each to its handler, until it hangs up."""
-        message: Optional[Message] = first
-        while message is not None:
+        for message in itertools.chain([first], reader.messages()):
             handler = self.handlers.get(message.type)
             if handler is not None:
                 handler(str(message.fields.get("host", "")), message.fields)
-            try:
-                message = reader.read(timeout=None)
-            except (TimeoutError, ValueError):
-                break
         sock.close()
 
     def take(self, host: str, fields: Mapping[str, Any]) -> None:

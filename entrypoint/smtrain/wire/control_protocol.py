@@ -21,7 +21,7 @@ import select
 import socket
 import threading
 import time
-from typing import Any, Mapping, NamedTuple, Optional
+from typing import Any, Iterator, Mapping, NamedTuple, Optional
 
 MAX_MESSAGE = 64 * 1024
 PROFILE_CHUNK = 32 * 1024  # bytes of archive a `profile` message carries (base64: 43,692 characters)
@@ -186,6 +186,17 @@ class LineReader:
     def has_buffered(self) -> bool:
         """Whether a whole line is buffered (readable without blocking)."""
         return b"\n" in self._buffer
+
+    def messages(self) -> Iterator[Message]:
+        """Every message that comes, until the connection ends (or sends a line too long)."""
+        while True:
+            try:
+                message = self.read(timeout=None)
+            except (TimeoutError, ValueError):
+                return
+            if message is None:
+                return
+            yield message
 
     def read(self, timeout: Optional[float]) -> Optional[Message]:
         """The next message; None at EOF. Raises TimeoutError when none comes within `timeout`."""
