@@ -1,6 +1,7 @@
 """The README's SageMaker examples, as the tests run them: each example's code (its placeholders filled in as a
 user would), run by the real SDK's own Python in a network namespace of its own, and the CreateTrainingJob
-request it makes the SDK send (tests/sdk/drivers/capture_request.py answers AWS's calls below the SDK)."""
+request it makes the SDK send (tests/sdk/drivers/capture_request.py: S3 is moto's server in that namespace, the
+other services are answered below the SDK)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +10,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from tests.harness.moto import MOTO_SERVER
 from tests.sdk.sdk import DRIVERS, SDKS
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -26,8 +28,9 @@ def example(heading: str) -> str:
 
 
 def run_driver(sdk: str, driver: str, folder: Path, *args: str) -> subprocess.CompletedProcess:
-    """A driver in the SDK's own Python, in `folder`, with no network and credentials that are not real."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(folder), "AWS_DEFAULT_REGION": "us-east-1",
+    """A driver in the SDK's own Python, in `folder`, in a network namespace of its own (no network but its own
+    loopback) and credentials that are not real."""
+    env = {"PATH": os.environ["PATH"], "HOME": str(folder), "AWS_DEFAULT_REGION": "us-east-1", "MOTO_SERVER": str(MOTO_SERVER),
            "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "not-a-secret", "AWS_EC2_METADATA_DISABLED": "true",
            "SAGEMAKER_SUPPRESS_V2_WARNING": "1"}
     return subprocess.run(["unshare", "--net", str(SDKS[sdk][0]), str(DRIVERS / driver), *args], cwd=folder, env=env,

@@ -5,7 +5,8 @@ SDK method's signature (tests/sdk/drivers/check_example.py); and each example ru
 writes it with only its placeholders filled in, until the SDK sends CreateTrainingJob, whose request is
 checked against what the example says it asks for - Pipe mode, MPI with 2 processes on each of 2
 hosts, spot capacity, the checkpoint folder's S3 URI, metrics that the script's lines match
-(tests/sdk/drivers/capture_request.py answers AWS's calls below the SDK). The same jobs in local mode
+(tests/sdk/drivers/capture_request.py: S3 is moto's server, the other services' few calls are answered below the SDK,
+and any other call fails the run). The same jobs in local mode
 run in tests/sdk/test_local_mode.py."""
 from __future__ import annotations
 
@@ -73,3 +74,12 @@ def test_the_readme_example_asks_sagemaker_for_what_it_says(tmp_path: Path, sdk:
         drivers = uploaded(tmp_path, channels["sm_drivers"]["DataSource"]["S3DataSource"]["S3Uri"])
         distributed = json.loads((drivers / "distributed.json").read_text())
         assert distributed.get("process_count_per_node") == 2, distributed
+
+
+def test_a_call_the_capture_does_not_answer_fails_the_run_naming_it(tmp_path: Path) -> None:
+    """What the capture answers by hand is only what the examples need: an AWS call of any other kind ends the
+    run as a failure (where an answer of nothing would let a changed SDK pass unseen)."""
+    (tmp_path / "example.py").write_text("import boto3\nboto3.client('ec2').describe_instances()\n")
+    done = run_driver("v2", "capture_request.py", tmp_path, "example.py", "request.json")
+    assert done.returncode != 0 and "REQUEST-CAPTURED" not in done.stdout, done.stdout
+    assert "an AWS call this stand-in does not answer: ec2 DescribeInstances" in done.stderr, done.stderr[-2000:]

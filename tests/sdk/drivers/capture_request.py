@@ -1,20 +1,28 @@
 """Runs a README example with the SDK it is written for, whole, and keeps the CreateTrainingJob request
 that the SDK's own code builds and sends - the request SageMaker would lay out each host from. Run by
-the SDK's own Python: `capture_request.py EXAMPLE.py REQUEST.json`; prints `REQUEST-CAPTURED`. What the SDK
-uploads to S3 on the way (the code, its drivers) is kept beside REQUEST.json, in `s3/<bucket>/<key>`.
+the SDK's own Python in a network namespace of its own: `capture_request.py EXAMPLE.py REQUEST.json`;
+prints `REQUEST-CAPTURED`.
 
-AWS cannot be reached here, so the one stand-in is below the SDK, at botocore's
-`BaseClient._make_api_call`: every AWS call is answered there with the least the SDK needs (STS's
-caller, IAM's role, S3's bucket, uploads accepted and kept), and CreateTrainingJob is recorded
-and ends the example (nothing after it - waiting for the job - can run without SageMaker)."""
+Every S3 call the SDK makes goes to a real S3 API: moto's server ($MOTO_SERVER), started here on the
+namespace's loopback. What the SDK put there (the code, its drivers) is then copied beside REQUEST.json,
+in `s3/<bucket>/<key>`. AWS itself cannot be reached, so below the SDK, at botocore's
+`BaseClient._make_api_call`, the other services' calls are answered with the least the SDK needs (STS's
+caller, IAM's role and its permission to write the SDK's bucket); CreateTrainingJob is recorded and ends the example (nothing after it - waiting for
+the job - can run without SageMaker); a call of any other service or operation ends the run as a failure."""
 import datetime
 import json
 import os
+import subprocess
 import sys
+import time
+import urllib.request
 
+import boto3
 import botocore.client
 
 ACCOUNT = "123456789012"
+S3_PORT = 5000
+SENDS = botocore.client.BaseClient._make_api_call
 
 
 class Captured(Exception):
@@ -23,6 +31,8 @@ class Captured(Exception):
 
 def answer(self, operation: str, params: dict) -> dict:
     service = self.meta.service_model.service_name
+    if service == "s3":
+        return SENDS(self, operation, params)
     if service == "sagemaker" and operation == "CreateTrainingJob":
         with open(sys.argv[2], "w") as f:
             json.dump(params, f, default=str, indent=1, sort_keys=True)
@@ -32,31 +42,55 @@ def answer(self, operation: str, params: dict) -> dict:
     if operation == "GetRole":
         return {"Role": {"Arn": f"arn:aws:iam::{ACCOUNT}:role/{params['RoleName']}", "RoleName": params["RoleName"],
                          "Path": "/", "RoleId": "AROAEXAMPLE", "CreateDate": datetime.datetime(2026, 1, 1)}}
-    if operation == "ListBuckets":
-        return {"Buckets": [{"Name": f"sagemaker-us-east-1-{ACCOUNT}", "CreationDate": datetime.datetime(2026, 1, 1)}]}
-    if operation == "ListObjectsV2":
-        return {"Contents": [], "KeyCount": 0, "IsTruncated": False}
-    if operation == "GetBucketLocation":
-        return {"LocationConstraint": None}
-    if operation == "PutObject":
-        body = params.get("Body", b"")
-        kept = os.path.join(os.path.dirname(os.path.abspath(sys.argv[2])), "s3", params["Bucket"], params["Key"])
-        os.makedirs(os.path.dirname(kept), exist_ok=True)
-        with open(kept, "wb") as f:
-            f.write(body.read() if hasattr(body, "read") else body if isinstance(body, bytes) else str(body).encode())
-        return {"ETag": '"0123456789abcdef0123456789abcdef"'}
-    if operation == "UploadPart":
-        raise SystemExit("a multipart upload: the example's code is larger than this stand-in keeps")
-    if operation == "CreateMultipartUpload":
-        return {"UploadId": "example", "Bucket": params["Bucket"], "Key": params["Key"]}
-    return {}  # HeadBucket, CreateBucket, CompleteMultipartUpload, tags...: accepted
+    if operation == "SimulatePrincipalPolicy":  # SDK v3: may the role write to the default bucket? (it may)
+        return {"EvaluationResults": [{"EvalActionName": action, "EvalResourceName": resource, "EvalDecision": "allowed"}
+                                      for action in params["ActionNames"] for resource in params.get("ResourceArns", ["*"])],
+                "IsTruncated": False}
+    raise SystemExit(f"capture_request: an AWS call this stand-in does not answer: {service} {operation}")
 
 
-botocore.client.BaseClient._make_api_call = answer
-source = open(sys.argv[1]).read()
+def start_s3() -> subprocess.Popen:
+    """moto's server on this namespace's loopback, once it answers (at most 60 s)."""
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    server = subprocess.Popen([os.environ["MOTO_SERVER"], "-H", "127.0.0.1", "-p", str(S3_PORT)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{S3_PORT}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            urllib.request.urlopen(url + "/moto-api/", timeout=2).close()
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                raise SystemExit("capture_request: moto's server did not start")
+            time.sleep(0.2)
+    os.environ["AWS_ENDPOINT_URL_S3"] = url
+    return server
+
+
+def keep_uploads(folder: str) -> None:
+    """Every object in the S3 server, copied to `folder/<bucket>/<key>`."""
+    s3 = boto3.client("s3", region_name="us-east-1")
+    for bucket in s3.list_buckets()["Buckets"]:
+        for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket["Name"]):
+            for item in page.get("Contents", []):
+                kept = os.path.join(folder, bucket["Name"], item["Key"])
+                os.makedirs(os.path.dirname(kept), exist_ok=True)
+                s3.download_file(bucket["Name"], item["Key"], kept)
+
+
+server = start_s3()
 try:
-    exec(compile(source, sys.argv[1], "exec"), {"__name__": "__main__"})
-except Captured:
-    print("REQUEST-CAPTURED", flush=True)
-else:
-    raise SystemExit("the example ended without sending CreateTrainingJob")
+    botocore.client.BaseClient._make_api_call = answer
+    source = open(sys.argv[1]).read()
+    try:
+        exec(compile(source, sys.argv[1], "exec"), {"__name__": "__main__"})
+    except Captured:
+        keep_uploads(os.path.join(os.path.dirname(os.path.abspath(sys.argv[2])), "s3"))
+        print("REQUEST-CAPTURED", flush=True)
+    else:
+        raise SystemExit("the example ended without sending CreateTrainingJob")
+finally:
+    server.kill()
+    server.wait()
