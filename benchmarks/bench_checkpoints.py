@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -32,7 +32,7 @@ from smtrain.checkpoints import CheckpointStore  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--saves", type=int, default=10)
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(saves=1))
     model = keras.Sequential([keras.layers.Dense(1024, activation="relu", input_shape=(1024,)),
                               keras.layers.Dense(1024, activation="relu"), keras.layers.Dense(1024),
                               keras.layers.Dense(1024), keras.layers.Dense(1)])

@@ -18,7 +18,7 @@ import sys
 import threading
 import time
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 TOKEN = "t" * 32
 
@@ -36,8 +36,15 @@ def serve(hosts: int, ranks: int, seconds: float) -> None:
 
     before_kb, before_threads = _status("VmRSS"), threading.active_count()
     heard: dict[int, int] = {}
-    server = ControlServer("127.0.0.1", 0, TOKEN, lambda line: None, heartbeat_timeout_s=30,
-                           on_progress=lambda host, rank, counts: heard.__setitem__(rank, counts.steps))
+    server = ControlServer("127.0.0.1", 0, TOKEN, lambda line: None, heartbeat_timeout_s=30)
+    attempt = server.begin_attempt(0)
+    observe = attempt.observe
+
+    def heard_from(host: str, rank: int, counts) -> None:  # every rank's progress, as the attempt takes it
+        heard[rank] = counts.steps
+        observe(host, rank, counts)
+
+    attempt.observe = heard_from  # type: ignore[method-assign]
     server.start_heartbeat()
     print(f"port {server.port}", flush=True)
     workers = [f"algo-{h}" for h in range(2, hosts + 1)]
@@ -132,7 +139,7 @@ def main() -> int:
     parser.add_argument("--hosts", type=int, nargs="+", default=[8, 32, 64])
     parser.add_argument("--ranks", type=int, default=8, help="ranks per host")
     parser.add_argument("--seconds", type=float, default=5.0)
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(hosts=[2], ranks=2, seconds=0.5))
     figures = {}
     print(f"{'hosts':>6}{'ranks':>7}{'connections':>13}{'threads':>9}{'RSS MB':>8}{'CPU (of a core)':>17}"
           f"{'all lost after s':>18}")

@@ -5,7 +5,7 @@ TF_NUM_INTRAOP_THREADS etc. set to the core count) and against the split with Op
 waits (its default where a host has a slot per rank: OMPI_MCA_mpi_yield_when_idle=0), alternating runs of
 the real `train` with single-host MPI, in one run.
 
-    /opt/smtrain/venv/bin/python benchmarks/bench_cpu_threads.py [--ranks 2] [--runs 3]
+    /opt/smtrain/venv/bin/python benchmarks/bench_cpu_threads.py [--ranks 2] [--runs 3] [--steps 40]
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 from smtrain.rank.launcher import MPI_YIELD, THREAD_VARIABLES
 
@@ -27,15 +27,15 @@ HERE = Path(__file__).resolve().parent
 TRAIN = str(Path(sys.executable).parent / "train")
 
 
-def run(base: Path, ranks: int, threads: dict[str, str]) -> float:
-    """One job's median step time; `threads` set by hand (empty: the toolkit's share)."""
+def run(base: Path, ranks: int, threads: dict[str, str], steps: int) -> float:
+    """One job's median step time over `steps` steps; `threads` set by hand (empty: the toolkit's share)."""
     shutil.rmtree(base, ignore_errors=True)
     (base / "input" / "config").mkdir(parents=True)
     (base / "code").mkdir()
     shutil.copy(HERE / "programs" / "cpu_step.py", base / "code" / "train.py")
     configs = {"resourceconfig.json": {"current_host": "algo-1", "hosts": ["algo-1"]},
                "hyperparameters.json": {"sagemaker_program": '"train.py"', "sagemaker_mpi_enabled": "true",
-                                        "sagemaker_mpi_num_of_processes_per_host": str(ranks)},
+                                        "sagemaker_mpi_num_of_processes_per_host": str(ranks), "steps": str(steps)},
                "inputdataconfig.json": {}}
     for name, content in configs.items():
         (base / "input" / "config" / name).write_text(json.dumps(content))
@@ -52,13 +52,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3)
-    args = parser.parse_args()
+    parser.add_argument("--steps", type=int, default=40, help="timed steps of each job")
+    args = parse(parser, quick=dict(runs=1, steps=2))
     base = Path(tempfile.mkdtemp(prefix="bench-cpu-threads-")) / "ml"
     split, every_core, spinning = [], [], []
     for _ in range(args.runs):
-        split.append(run(base, args.ranks, {}))
-        every_core.append(run(base, args.ranks, {name: str(os.cpu_count()) for name in THREAD_VARIABLES}))
-        spinning.append(run(base, args.ranks, {MPI_YIELD: "0"}))
+        split.append(run(base, args.ranks, {}, args.steps))
+        every_core.append(run(base, args.ranks, {name: str(os.cpu_count()) for name in THREAD_VARIABLES}, args.steps))
+        spinning.append(run(base, args.ranks, {MPI_YIELD: "0"}, args.steps))
     shutil.rmtree(base.parent, ignore_errors=True)
     s, e, w = statistics.median(split), statistics.median(every_core), statistics.median(spinning)
     print(f"{os.cpu_count()} cores, {args.ranks} ranks: median step {s * 1000:.1f} ms with the toolkit's share, "

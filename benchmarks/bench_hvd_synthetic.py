@@ -31,7 +31,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 BIN = Path(sys.executable).parent
 TOTAL = re.compile(r"Total img/sec on 2 \w+\(s\): ([\d.]+)")
@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--train-mpi-options", default="")
     parser.add_argument("--instance-type", default="ml.c5.large",
                         help="what resourceconfig.json says (a 2-vCPU SageMaker CPU instance, like this VM; 'local' as SDK local mode)")
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(rounds=1, iters="1"))
     train_env = dict(item.split("=", 1) for item in args.train_env)
     script = args.script.resolve()
     script_args = {"model": args.model, "batch-size": args.batch_size, "num-warmup-batches": "3",

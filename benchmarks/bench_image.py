@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -24,7 +24,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--build", action="store_true", help="build each flavour first, timed")
     parser.add_argument("--flavours", nargs="+", default=["cpu"], choices=["cpu", "gpu"])
-    args = parser.parse_args()
+    args = parse(parser, quick=dict())
     ensure_docker()
     figures: dict[str, float] = {}
     for flavour in args.flavours:

@@ -25,7 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 BIN = Path(sys.executable).parent
 PROGRAM = Path(__file__).resolve().parent / "programs" / "keras_steps.py"
@@ -56,7 +56,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=200)
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(rounds=1, steps=5))
     results: dict[str, list[float]] = {name: [] for name in CASES}
     names = list(CASES)
     with tempfile.TemporaryDirectory() as tmp:

@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 STEPS = """
 import os, sys, time
@@ -95,7 +95,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(seconds=2, steps=20, repeat=1))
     figures = {}
     for interval in (500, 100):
         figures[f"monitor_cpu_percent_{interval}ms"] = monitor_cpu(interval, args.seconds)[0]

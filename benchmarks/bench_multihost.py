@@ -39,7 +39,7 @@ import threading
 import time
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.harness.cluster import Cluster  # noqa: E402
@@ -155,14 +155,13 @@ def one_run(num_hosts: int, die: bool, program: str, profiler: bool, steps: int 
             report = cluster.hosts[0].ml / "output" / "data" / "profiler-report" / "summary.json"
             if profiler and not report.is_file():
                 raise RuntimeError("the master wrote no profiler report")
-            if profiler:  # the one report counts every host, and every rank with its steps
+            if profiler:  # the one report counts every host, and every rank with its steps (ranks that took some)
                 summary = json.loads(report.read_text())
                 counted = {n: r["steps"]["TRAIN"] for n, r in summary["ranks"].items()}
-                if len(summary["hosts"]) != num_hosts or len(counted) != ranks or \
-                        (steps and set(counted.values()) != {steps}) or 0 in counted.values():
+                if len(summary["hosts"]) != num_hosts or (steps and (len(counted) != ranks or set(counted.values()) != {steps})):
                     missing = sorted(set(f"{r}-{cluster.hosts[r // per_host].name}" for r in range(ranks)) - set(counted))
                     raise RuntimeError(f"the master's report counted {len(summary['hosts'])} hosts and {counted}, "
-                                       f"not {num_hosts} hosts and {ranks} ranks of {steps or 'some'} steps (missing: "
+                                       f"not {num_hosts} hosts and {ranks} ranks of {steps} steps (missing: "
                                        f"{missing}; its notes: {summary['notes']}); the master's log:\n"
                                        + cluster.hosts[0].stderr()[-1500:] + "".join(
                                            f"\n{h.name}'s log:\n{h.stderr()[-1500:]}" for h in cluster.hosts
@@ -177,7 +176,7 @@ def main() -> None:
     parser.add_argument("--program", choices=sorted(PROGRAMS), default="timed")
     parser.add_argument("--steps", type=int, default=0, help="steps each timed rank takes (smtrain.progress.step)")
     parser.add_argument("--per-host", type=int, default=PER_HOST, help="ranks per host")
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(hosts=[2], repeat=1))
     print(f"{args.per_host} ranks per host, program {args.program}; median of {args.repeat} runs; seconds")
     print(f"{'hosts':>6}{'profiler':>10}{'launch':>10}{'end master':>12}{'end worker':>12}{'failure':>10}"
           f"{'script end master':>19}{'script end worker':>19}{'launch CPU busy':>16}{'end CPU busy':>13}"

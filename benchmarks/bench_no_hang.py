@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 PROGRAM = """
 import argparse, os, time
@@ -72,7 +72,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(steps=20, repeat=1))
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         for step in (1.0, 50.0):

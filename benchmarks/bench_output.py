@@ -18,7 +18,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.harness.cluster import Cluster  # noqa: E402
@@ -53,7 +53,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=50000)
     parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(lines=200, repeat=1))
     ours, forwarded, whole, forwarded_whole = [], [], [], []
     with Cluster("bout", 2, net=9) as cluster:
         for run in range(args.repeat):

@@ -47,7 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -309,7 +309,7 @@ def main() -> None:
                         help="100-byte records only: cat, one batched reader, demux P=2 and P=4 (see above)")
     parser.add_argument("--job-dealing", action="store_true",
                         help="demux P=2 and P=4 on one host of 2 against this host alone (see above)")
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(mb=2, repeat=1, batch=64))
     import tensorflow as tf
 
     tf.data.Dataset.range(1).reduce(0, lambda a, b: a)  # TensorFlow's start-up is not what is measured
@@ -390,11 +390,11 @@ def main() -> None:
         count = 200_000 * args.mb // 512
         deepfm_examples(source, count)
         subprocess.run(["cat", str(source)], stdout=subprocess.DEVNULL, check=True)
-        parse = {"parse pipe": lambda: time_parse(data, source, count, n, pipe=True),
-                 "parse file": lambda: time_parse(data, source, count, n, pipe=False)}
-        samples = {name: [] for name in parse}
+        parsing = {"parse pipe": lambda: time_parse(data, source, count, n, pipe=True),
+                   "parse file": lambda: time_parse(data, source, count, n, pipe=False)}
+        samples = {name: [] for name in parsing}
         for _ in range(args.repeat):
-            for name, measure in parse.items():
+            for name, measure in parsing.items():
                 samples[name].append(measure())
         for name, values in samples.items():
             print(f"{'DeepFM':<10}{name:<20}{source.stat().st_size / statistics.median(values) / 1e6:>9.0f}"

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 from smtrain import pipes
 from smtrain.data.feeder import Feeder
@@ -58,7 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=5)
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(mb=4, repeat=1))
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         source = folder / "object"

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 from smtrain.profiler.digest_files import DIGEST_DIR
 
@@ -55,8 +55,9 @@ def template(base: Path, steps: int, seconds: float) -> Path:
 
 def clone(folder: Path, into: Path, hosts: int, ranks: int) -> None:
     """`hosts` hosts' folders of `ranks` ranks each, from the template's 2 ranks on algo-1."""
+    # the ranks' own digests are made again below; the live scalars (TensorBoard's event files) are not the report's
     files = [(p.relative_to(folder), p.read_text()) for p in folder.rglob("*")
-             if p.is_file() and p.parent.name != DIGEST_DIR.name]  # the ranks' own digests: made again below
+             if p.is_file() and p.parent.name != DIGEST_DIR.name and "tensorboard" not in p.relative_to(folder).parts]
     for h in range(hosts):
         host = f"algo-{h + 1}"
         for relative, text in files:
@@ -109,7 +110,7 @@ def main() -> int:
     parser.add_argument("--steps", type=int, default=10000, help="steps per rank")
     parser.add_argument("--seconds", type=float, default=30.0, help="the template job's length (its samples)")
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(hosts=[2], ranks=2, steps=100, seconds=3, repeat=1))
     figures: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="bench-report-") as tmp:
         since = time.time() - 1.0  # the template job's start, as train hands it to the report at the job's end

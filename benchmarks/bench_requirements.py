@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 UNREACHABLE = "http://127.0.0.1:9/simple/"
 
@@ -61,7 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--requirement", default="scikit-learn==1.5.2")
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(rounds=1, requirement="tomli-w==1.0.0"))
     first, second = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for round_number in range(args.rounds):

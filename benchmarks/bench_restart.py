@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from tests.harness.cluster import Cluster  # noqa: E402
@@ -58,7 +58,7 @@ def one_run() -> dict[str, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(repeat=1))
     runs = [one_run() for _ in range(args.repeat)]
     got = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
     print(f"2 hosts x 2 ranks; median of {args.repeat} runs; seconds")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from figures import print_figures  # benchmarks/figures.py  # noqa: E402
+from figures import parse, print_figures  # benchmarks/figures.py  # noqa: E402
 from tests.harness.moto import KEYS, start_moto  # noqa: E402
 
 
@@ -38,7 +38,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--megabytes", type=int, default=256)
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(rounds=1, megabytes=4))
     work = Path(tempfile.mkdtemp(prefix="bench-s3-"))
     process, url = start_moto(work / "moto.log")
     os.environ.update(KEYS, AWS_ENDPOINT_URL=url, AWS_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true")

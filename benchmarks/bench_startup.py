@@ -24,7 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 HERE = Path(__file__).resolve().parent
 BIN = Path(sys.executable).parent
@@ -79,7 +79,7 @@ def worker_ssh_setup_ms(runs: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=30)
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(runs=1))
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "ml"
         env = make_tree(base)

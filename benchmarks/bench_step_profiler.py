@@ -33,14 +33,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from figures import print_figures  # benchmarks/figures.py
+from figures import parse, print_figures  # benchmarks/figures.py
 
 HERE = Path(__file__).resolve().parent
 PROGRAM = HERE / "programs" / "step_loop.py"
 
 
 def startup_hook() -> str:
-    from smtrain.rank.launcher import STARTUP_HOOK
+    from smtrain.rank.startup_hook import STARTUP_HOOK
 
     return STARTUP_HOOK
 
@@ -122,7 +122,7 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=2350, help="the model's width: ~20 ms a step on a 2-vCPU VM")
     parser.add_argument("--width-1ms", type=int, default=320, help="the model's width: ~1 ms a step on a 2-vCPU VM")
     parser.add_argument("--micro", type=int, default=2000, help="calls per block when timing the hooks alone")
-    args = parser.parse_args()
+    args = parse(parser, quick=dict(rounds=1, steps=2, blocks=2, width=64, width_1ms=32, micro=100))
     program_us, writer_us = recorder_cost_us()
     print(f"recorder: {program_us:.2f} us a step in the program's thread, {writer_us:.2f} us in its writer", flush=True)
     figures = {}

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.docker_cluster import REPO, ContainerCluster, docker, shell
+from tests.harness.benchmarks import run_quick
+from tests.harness.docker_cluster import IMAGE_TAG, REPO, ContainerCluster, docker, shell
 from tests.harness.keyscan import scan_image
 from tests.support import assert_only_the_jobs_key_logs_in, assert_outside_host_gets_the_system_settings
 # Each test's own time only: the first one also waits for the session's image build (minutes when the
@@ -31,6 +32,13 @@ def _job(folder: Path, program: str, hps: dict) -> Path:
     (ml / "input" / "config" / "hyperparameters.json").write_text(json.dumps({"sagemaker_program": '"p.py"', **hps}))
     (ml / "code" / "p.py").write_text(program)
     return ml
+
+
+def test_the_image_benchmark_runs_in_its_quick_mode(image: str) -> None:
+    """benchmarks/bench_image.py on the image just built (the other benchmarks' quick runs: tests/process/test_benchmarks.py)."""
+    if image != IMAGE_TAG:
+        pytest.skip(f"the benchmark measures {IMAGE_TAG}, not the image given ({image})")
+    assert any(line.startswith("figure image_cpu_gb ") for line in run_quick("bench_image.py"))
 
 
 def test_horovod_is_built_with_tensorflow_mpi_and_gloo(image: str) -> None:
