@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from smtrain.rank.launcher import STARTUP_HOOK
+from smtrain.rank.startup_hook import STARTUP_HOOK
 from smtrain.wire import progress_file
 from smtrain.wire.contract import SKIP_TEARDOWN_ENV
 

@@ -261,7 +261,7 @@ def test_the_start_up_hook_watches_every_module_the_hooks_patch() -> None:
     import ast
 
     from smtrain.profiler.hooks import PATCHES
-    from smtrain.rank.launcher import STARTUP_HOOK
+    from smtrain.rank.startup_hook import STARTUP_HOOK
 
     tree = ast.parse((Path(STARTUP_HOOK) / "sitecustomize.py").read_text())
     (names,) = [ast.literal_eval(node.value) for node in tree.body

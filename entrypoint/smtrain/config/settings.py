@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generic, Iterator, Mapping, Optional, Sequence, TypeVar, Union
 
 from ..errors import ConfigError
+from ..wire.profiler_settings import DEFAULT_MIN_FREE_MB
 from .defaults import HEARTBEAT_S
 from .setting_types import (ABSOLUTE_PATH, CHOICE_0_1, PORT, SWITCH, TEXT, Choice, Seconds, SecondsList, SettingContext,
                             SettingType, StepWindow, WholeNumber)
@@ -114,7 +115,7 @@ STRAGGLER_WINDOW = Setting("straggler_window_s", "sagemaker_straggler_window_sec
                            Seconds(), 60.0, "the live straggler verdict judges each rank's training steps of this "
                            "many seconds, and says a verdict once it held for a quarter of it", "several ranks")
 MIN_FREE_MB = Setting("profiler_min_free_mb", "sagemaker_profiler_min_free_mb", "SM_PROFILER_MIN_FREE_MB",
-                      WholeNumber("MiB"), 1024, "the free space (MiB) step events never take")
+                      WholeNumber("MiB"), DEFAULT_MIN_FREE_MB, "the free space (MiB) step events never take")
 PIPE_DEALING = Setting("pipe_dealing", "sagemaker_pipe_dealing", "SMTRAIN_PIPE_DEALING", Choice("job", "host"), "job",
                        "a FullyReplicated Pipe channel of an MPI job on several hosts: job - each record reaches one rank "
                        "of the job an epoch; host - every host's ranks share the whole channel", "Pipe mode")

@@ -3,4 +3,4 @@ strategy's tasks) starts for every rank: its environment, what it reports to the
 watch on the program's stderr (tracebacks; Horovod's stall inspector)."""
 
 # Submodules are imported where they are used, never here: a process loads only what its role needs.
-__all__ = ["collectives", "launcher", "reporter", "watch"]
+__all__ = ["collectives", "launcher", "reporter", "startup_hook", "watch"]

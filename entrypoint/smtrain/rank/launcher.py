@@ -28,24 +28,13 @@ from ..wire.pipe_assignment import PipeMode, pipe_env, rank_ended_marker
 from .collectives import check_interval_s
 from .output import send_output_to_master
 from .reporter import ProgressReporter, Reporter, task_rank
+from .startup_hook import with_startup_hook
 from .watch import REPORT_TAIL_BYTES, FailureWatch
 
-__all__ = ["MPI_YIELD", "THREAD_VARIABLES", "cpu_share", "main", "rank_env", "with_startup_hook"]
+__all__ = ["MPI_YIELD", "THREAD_VARIABLES", "cpu_share", "main", "rank_env"]
 
-# Tells the stall watchdog when the rank calls Horovod's init and returns from it, and starts the step
-# profiler (startup/sitecustomize.py).
-STARTUP_HOOK = str(Path(__file__).resolve().parent / "startup")
 # Horovod's stall inspector interval, set for the ranks when the stall watchdog is on (rank.collectives).
 STALL_CHECK_ENV = "HOROVOD_STALL_CHECK_TIME_SECONDS"
-
-
-def with_startup_hook(env: dict[str, str]) -> dict[str, str]:
-    """`env` with the start-up hook on PYTHONPATH (once), right after the program's folder, which
-    stays first as sagemaker-training has it; before every other entry, and so before any other
-    sitecustomize the environment has (the hook loads that one in turn)."""
-    parts = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != STARTUP_HOOK]
-    env["PYTHONPATH"] = os.pathsep.join([*parts[:1], STARTUP_HOOK, *parts[1:]])
-    return env
 
 
 def local_host(environ: Mapping[str, str]) -> Optional[str]:

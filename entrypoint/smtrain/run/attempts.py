@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence
 
 from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS, SignalWaker
 from ..config.defaults import ABORT_GRACE_S
 from ..errors import CauseKind
 from ..proc.supervise import LEFTOVER_WAIT_S
-from ..wire.control_protocol import MessageType
 from .attempt import Attempt
-from .control_server import ControlServer
 from .job import HostJob
 from .outcome import JobOutcome
+
+if TYPE_CHECKING:  # the master's: a single host's attempts never load it
+    from .control_server import ControlServer
 
 __all__ = ["ABORT_WAIT_S", "AttemptEnd", "Attempts", "ask_workers_ready", "describe_attempts", "why_not_restart"]
 
@@ -133,6 +134,8 @@ def ask_workers_ready(server: ControlServer, workers: Sequence[str], number: int
                       waker: SignalWaker) -> Optional[str]:
     """Restart `number` in place, on the master: every worker ends its part of the failed attempt and says it is
     ready (bounded; a shutdown signal ends the wait at once). None when every worker is ready, else why not."""
+    from ..wire.control_protocol import MessageType  # the master's alone: a single host never loads it
+
     began = time.monotonic()
     server.broadcast(MessageType.RESTART, attempt=number, cause=cause)
     deadline = began + ABORT_WAIT_S

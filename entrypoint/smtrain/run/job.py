@@ -31,7 +31,6 @@ from ..plan.program import check_program
 from ..config.defaults import DEMUX_RESTART_WAIT_S, REPORT_TIMEOUT_S
 from ..proc.helpers import HelperGroup, spawn_helper, stop_all
 from ..proc.rank_progress import newest_progress_age
-from ..profiler.events import open_files
 from ..wire.pipe_assignment import restart_ack
 from ..proc.supervise import end_descendants, parent_death_signal
 from .carry import keep_checkpoints, restore_checkpoints, written_since
@@ -158,7 +157,8 @@ class HostJob:
         self.helpers = HelperGroup()
         self.started_at = time.time()  # wall clock: the report reads events from this job only
         self.report_notes: list[str] = []  # for the report's top: hosts whose profiler data is missing (run.master)
-        self.report_pids: list[int] = []  # the warm profiler report (start_report), waiting for the job's end
+        self.report_pids: list[int] = []  # the syncer and the warm profiler report, which outlive the program's end
+        self.warm_report: Optional[subprocess.Popen] = None  # started with the helpers (start_report)
 
     @property
     def spared_pids(self) -> list[int]:
@@ -167,8 +167,13 @@ class HostJob:
         return self.helpers.pids + self.report_pids
 
     def start_helpers(self) -> None:
-        """Starts the plan's helpers (feeder, demultiplexers, monitor)."""
+        """Starts the plan's helpers (feeder, demultiplexers, monitor), then the warm profiler report, once: after
+        the program where the program starts first (a single host's), since the report waits for the job's end."""
         start_helpers(self.plan, self.helpers)
+        if self.plan.report and self.warm_report is None:
+            self.warm_report = start_report(self.plan.report)
+            if self.warm_report is not None:
+                self.report_pids.append(self.warm_report.pid)
 
     def rewind_pipes(self) -> Optional[str]:
         """Before a restart in place: the Pipe channels this host serves start again from FIFO 0, as after
@@ -196,6 +201,8 @@ class HostJob:
         """Seconds since this host's ranks last trained: steps or signs of life in their progress files, or steps in
         their step recorders' open files (scripts that never import smtrain); None where none did. A silent peer
         whose ranks' collectives complete with these is alive (smtrain.wire.liveness)."""
+        from ..profiler.events import open_files  # several hosts' alone: a single host's start never loads it
+
         folder = self.plan.profiler_dir
         return newest_progress_age(open_files(folder) if folder is not None else None)
 
@@ -234,15 +241,14 @@ class HostJob:
         # Everything the job starts re-parents to `train` when orphaned (orted daemonizes), and is ended here.
         linux.become_subreaper()
         syncer = start_syncer(self.plan.intermediate, self.python)
-        warm = start_report(self.plan.report) if self.plan.report else None
-        self.report_pids = [p.pid for p in (warm, syncer) if p is not None]
+        self.report_pids = [syncer.pid] if syncer is not None else []
         try:
             with self.helpers:
                 outcome = body(self)
         except BaseException:
-            if warm is not None:
-                warm.kill()
-                warm.wait()
+            if self.warm_report is not None:
+                self.warm_report.kill()
+                self.warm_report.wait()
             finish_syncer(syncer, STOPPING_WAIT_S, tell=True)
             raise
         finally:
@@ -250,7 +256,7 @@ class HostJob:
             keep_checkpoints(self.plan.checkpoint_dir, self.plan.keep_checkpoints_in)
         stopping = self.waker.shutdown_seen is not None
         if self.plan.report:
-            write_report(self.plan.report, self.started_at, stopping, self.report_notes, warm=warm)
+            write_report(self.plan.report, self.started_at, stopping, self.report_notes, warm=self.warm_report)
         success = "the program succeeded" if self.plan.role is Role.SINGLE else "the job succeeded"
         if outcome.status == 0 and self.plan.role is not Role.WORKER:
             warn_if_no_model(self.plan.model_dir)

@@ -13,7 +13,7 @@ from ..config.settings import GRACE_PERIOD, STALL_TIMEOUT
 from ..errors import FailureCause
 from ..proc.rank_progress import ProgressFile, dump_stacks
 from ..proc.supervise import supervise
-from ..rank.launcher import with_startup_hook
+from ..rank.startup_hook import with_startup_hook
 from .attempt import Attempt
 from .attempts import AttemptEnd, Attempts
 from .job import HostJob
