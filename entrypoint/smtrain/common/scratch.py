@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -38,6 +36,8 @@ def _remove_stale(folder: str, prefix: str) -> None:
         match = pattern.match(entry.name)
         if match and match.group(1) == me and not alive(int(match.group(2))):
             if entry.is_dir(follow_symlinks=False):
+                import shutil  # here, as tempfile below: neither is loaded before a program's start
+
                 shutil.rmtree(entry.path, ignore_errors=True)
             else:
                 try:
@@ -47,18 +47,30 @@ def _remove_stale(folder: str, prefix: str) -> None:
 
 
 def _named(prefix: str, folder: Optional[str]) -> tuple[str, str]:
-    folder = folder or tempfile.gettempdir()
+    if not folder:
+        import tempfile
+
+        folder = tempfile.gettempdir()
     _remove_stale(folder, prefix)
     return f"{prefix}{_namespace()}-{os.getpid()}-", folder
 
 
 def make_scratch_file(prefix: str, folder: Optional[str] = None) -> tuple[int, str]:
-    """As tempfile.mkstemp, named for this process, after removing dead processes' files."""
+    """As tempfile.mkstemp (a new file only this user may read and write), named for this process, after
+    removing dead processes' files."""
     name, folder = _named(prefix, folder)
-    return tempfile.mkstemp(prefix=name, dir=folder)
+    for _ in range(100):
+        path = os.path.join(folder, name + os.urandom(6).hex())
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600), path
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free name for a scratch file {name}... in {folder}")
 
 
 def make_scratch_dir(prefix: str, folder: Optional[str] = None) -> Path:
     """As tempfile.mkdtemp, named for this process, after removing dead processes' folders."""
+    import tempfile
+
     name, folder = _named(prefix, folder)
     return Path(tempfile.mkdtemp(prefix=name, dir=folder))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import tempfile
 import time
 from pathlib import Path
 from typing import Optional
@@ -53,6 +52,8 @@ def newest_progress_age(step_files: Optional[Path] = None) -> Optional[float]:
     """Seconds since a rank of this host last wrote steps or signs of life to its progress file (smtrain.progress,
     the native Pipe reader), or its step recorder wrote steps to one of the `*.tmp` files in `step_files` (the
     steps of scripts that never import smtrain: smtrain.profiler.steps); None where none has."""
+    import tempfile  # not before the program's start
+
     folder = Path(shm_folder() or tempfile.gettempdir())
     newest = max((progress_file.last_written(str(p)) for p in folder.glob(progress_file.PREFIX + "*")), default=0.0)
     if step_files is not None:

@@ -12,7 +12,6 @@ Also whether the program wrote to it since a time (an in-job restart's sign of p
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Optional
 
@@ -32,6 +31,8 @@ def restore_checkpoints(channel: Optional[Path], checkpoint_dir: Path) -> None:
     if checkpoint_dir.is_dir() and any(checkpoint_dir.iterdir()):
         log(f"{checkpoint_dir} is not empty: the checkpoints channel ({channel}) is not restored over it")
         return
+    import shutil  # here: a job without a checkpoints channel starts its program without it
+
     shutil.copytree(channel, checkpoint_dir, dirs_exist_ok=True, symlinks=True)
     log(f"restored {_files(checkpoint_dir)} files from the checkpoints channel ({channel}) into {checkpoint_dir}")
 
@@ -41,6 +42,8 @@ def keep_checkpoints(checkpoint_dir: Path, kept_in: Optional[Path]) -> None:
     if kept_in is None or _files(checkpoint_dir) == 0:
         return
     try:
+        import shutil  # at the job's end
+
         shutil.rmtree(kept_in, ignore_errors=True)
         shutil.copytree(checkpoint_dir, kept_in, symlinks=True)
     except OSError as e:

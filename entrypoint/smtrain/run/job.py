@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import subprocess
 import time
@@ -46,8 +45,11 @@ def prepare(plan: LaunchPlan, python: str) -> None:
     """Everything before the program can start on this host: folders, code, requirements, checks."""
     for folder in plan.folders:
         folder.mkdir(parents=True, exist_ok=True)
-    for stale in plan.cleared:
-        shutil.rmtree(stale, ignore_errors=True)
+    if plan.cleared:
+        import shutil  # here: a job that clears nothing starts its program without it
+
+        for stale in plan.cleared:
+            shutil.rmtree(stale, ignore_errors=True)
     if plan.program.fetch_from:
         fetch_code(plan.program.fetch_from, plan.program.program_dir)
     install_requirements(python, plan.requirements)
@@ -187,6 +189,8 @@ class HostJob:
         if plan.feeder or again:
             stop_all(self.helpers.take(("feeder", *(spec.name for spec in again)), exact=True))
             start_pipe_helpers(plan, self.helpers, again)
+        import shutil  # a restart's alone
+
         shutil.rmtree(plan.pipe_state, ignore_errors=True)  # PipeModeDataset's epoch counts: from FIFO 0 again
         return why_not
 

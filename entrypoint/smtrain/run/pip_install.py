@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
@@ -82,6 +81,8 @@ def install_requirements(python: str, plan: RequirementsPlan, run: Optional[Pip]
 def _keep_wheels(python: str, file: Path, index: Optional[str], cache: Path, run: Pip) -> bool:
     """The wheels of what `file` would install here (pip's report of a dry run: what this environment lacks),
     built or downloaded from the index into `cache`; whether that worked."""
+    import tempfile  # a warm pool's alone
+
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "report.json"
         if run(pip_install_argv(python, file, None, "--dry-run", "--quiet", "--report", str(report)), file.parent,
