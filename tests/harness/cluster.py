@@ -166,6 +166,13 @@ class Host:
     def stderr(self) -> str:
         return (self.folder / "stderr").read_text(errors="replace")
 
+    def log_tail(self, chars: int = 2000) -> str:
+        """The end of this host's log, after the first fatal error's report of a rank (faulthandler's stacks:
+        where a rank crashed) where there is one - for a failed test's message."""
+        text = self.stderr()
+        fatal = text.find("Fatal Python error")
+        return (text[fatal:fatal + 4000] + "\n...\n" if fatal >= 0 else "") + text[-chars:]
+
     def failure(self) -> Optional[str]:
         path = self.ml / "output" / "failure"
         return path.read_text() if path.exists() else None

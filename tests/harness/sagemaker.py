@@ -7,8 +7,10 @@ the next FIFO made once the last was read to its end or closed - a reader may cl
 the next; the hosts on a network whose interface is not eth0 (eth0 is each host's own, reaching no other
 host), as resourceconfig.json says; the checkpoint folder restored from the request's checkpoint URI before
 the job and copied to it as files appear; StoppingCondition's MaxRuntimeInSeconds and a spot interruption
-as SageMaker makes them (SIGTERM, SIGKILL 120 s later; after a spot interruption the same request again on
-new hosts); each host's log as one stream, stdout and stderr in the order written; `output/failure` read
+as SageMaker makes them (SIGTERM, SIGKILL 120 s later - shorter where a test says so -, a host killed so ending
+137; after a spot interruption the same request again on new hosts), and a test's own timeout the same way;
+each host's container named by Docker (its hostname is not the job's host name, which is an alias on the job's
+network); profilerconfig.json from the request's ProfilerConfig; each host's log as one stream, stdout and stderr in the order written; `output/failure` read
 as the FailureReason; and after a job that succeeded, the model and output folders packed into the output
 path. S3 is a real S3 API (moto's server, which the containers reach on the job's network).
 
@@ -102,7 +104,7 @@ class Run(NamedTuple):
     logs: dict[str, list[str]]  # each host's log, stdout and stderr in the order written, as CloudWatch gets it
     folder: Path  # <host>/ml: what each host's /opt/ml held at the end
     failure_reason: Optional[str] = None  # DescribeTrainingJob's: the first 1024 characters of a host's output/failure
-    stopped: Optional[str] = None  # why SageMaker stopped it: "MaxRuntimeExceeded", "SpotInterruption"
+    stopped: Optional[str] = None  # why it was stopped: "MaxRuntimeExceeded", "SpotInterruption", "TestTimeout"
     fed: dict[str, list[int]] = {}  # each host's Pipe channel (host/channel): the bytes each epoch's FIFO took
 
     def ml(self, host: str) -> Path:
@@ -115,8 +117,9 @@ class TrainingJob:
     managed spot job."""
 
     def __init__(self, request: Mapping[str, Any], s3: S3Store, folder: Path, image: str, network: str,
-                 s3_endpoint: str, credentials: Mapping[str, str]) -> None:
+                 s3_endpoint: str, credentials: Mapping[str, str], stop_grace_s: float = STOP_GRACE_S) -> None:
         self.request, self.s3, self.folder, self.image, self.network = request, s3, folder, image, network
+        self.stop_grace_s = stop_grace_s  # from SIGTERM to SIGKILL when the job is stopped
         self.s3_access = {"AWS_ENDPOINT_URL_S3": s3_endpoint, **credentials}
         self.hosts = contract.hosts(request)
         self.checkpoints = Path(contract.checkpoint_path(request)).relative_to("/opt/ml")  # below a host's ml/
@@ -145,9 +148,10 @@ class TrainingJob:
                 self._start(host, containers[host], own[host], run_folder / host / "ml")
             if interrupt_after_checkpoint:
                 self._await_checkpoint(run_folder, list(containers.values()), timeout)
-                statuses, stopped = _stop(containers, gate), "SpotInterruption"
+                statuses, stopped = stop(containers, self.stop_grace_s, gate), "SpotInterruption"
             else:
-                statuses, stopped = self._wait(containers, timeout)
+                statuses, stopped = wait_or_stop(containers, contract.max_runtime_s(self.request), timeout,
+                                                 self.stop_grace_s)
         finally:
             gate.close()
             checkpoints.stop()
@@ -203,7 +207,7 @@ class TrainingJob:
         if cpus:  # each host its own CPUs, as instances have: ranks bound by one host never starve another
             options += ["--cpuset-cpus", ",".join(map(str, cpus))]
         docker("network", "create", own_network)
-        docker("create", "--name", name, "--hostname", host, "--network", own_network, "-v", f"{ml}:/opt/ml",
+        docker("create", "--name", name, "--network", own_network, "-v", f"{ml}:/opt/ml",
                *[a for k, v in variables.items() for a in ("-e", f"{k}={v}")], *options, self.image, *entrypoint[1:],
                *arguments)
         docker("network", "connect", "--alias", host, self.network, name)
@@ -220,16 +224,6 @@ class TrainingJob:
         if seen != job_mac:
             raise RuntimeError(f"{name}: the job's network is not {interface} ({interface}: {seen!r}, the job's: "
                                f"{job_mac!r}); resourceconfig.json would name the wrong interface")
-
-    def _wait(self, containers: Mapping[str, str], timeout: float) -> tuple[dict, Optional[str]]:
-        """Until every container has ended; where MaxRuntimeInSeconds comes first, the job is stopped there."""
-        limit = contract.max_runtime_s(self.request)
-        if limit is None or limit >= timeout:
-            return wait_containers(containers, timeout), None
-        statuses = wait_containers(containers, limit)
-        if all(status is not None for status in statuses.values()):
-            return statuses, None
-        return _stop(containers), "MaxRuntimeExceeded"
 
     def _await_checkpoint(self, run_folder: Path, names: list[str], timeout: float) -> None:
         """Until a host has a checkpoint (or a container has ended: the job, not the stand-in, stopped it)."""
@@ -403,16 +397,28 @@ def _until_read(fd: int, gate: EpochGate) -> None:
         time.sleep(0.01)
 
 
-def _stop(containers: Mapping[str, str], gate: Optional[EpochGate] = None) -> dict[str, Optional[int]]:
-    """SageMaker's stop: SIGTERM to every host, SIGKILL to what is left STOP_GRACE_S later. The data goes
-    on streaming meanwhile (a spot interruption's `gate`: each Pipe channel gets one epoch more than it had)."""
+def wait_or_stop(containers: Mapping[str, str], limit: Optional[float], timeout: float,
+                 grace_s: float = STOP_GRACE_S) -> tuple[dict[str, Optional[int]], Optional[str]]:
+    """Every container's status once all have ended (`containers`: host -> container name), and why the job was
+    stopped: where MaxRuntimeInSeconds (`limit`) comes first, SageMaker stops it there ("MaxRuntimeExceeded");
+    where the test's own `timeout` does, it is stopped the same way ("TestTimeout")."""
+    statuses = wait_containers(containers, timeout if limit is None else min(limit, timeout))
+    if all(status is not None for status in statuses.values()):
+        return statuses, None
+    return stop(containers, grace_s), "MaxRuntimeExceeded" if limit is not None and limit <= timeout else "TestTimeout"
+
+
+def stop(containers: Mapping[str, str], grace_s: float = STOP_GRACE_S, gate: Optional[EpochGate] = None
+         ) -> dict[str, Optional[int]]:
+    """SageMaker's stop: SIGTERM to every host, SIGKILL to what is left `grace_s` later (which then ends 137). The
+    data goes on streaming meanwhile (a spot interruption's `gate`: each Pipe channel gets one epoch more than it had)."""
     for name in containers.values():
         docker("kill", "--signal", "TERM", name, check=False)
     if gate is not None:
         time.sleep(1)  # the signal on its way to the ranks before their next data
         gate.allow(2)
-    statuses = wait_containers(containers, STOP_GRACE_S)
-    for host, status in statuses.items():
-        if status is None:
-            docker("kill", containers[host], check=False)
-    return statuses
+    statuses = wait_containers(containers, grace_s)
+    left = {host: containers[host] for host, status in statuses.items() if status is None}
+    for name in left.values():
+        docker("kill", name, check=False)
+    return {**statuses, **wait_containers(left, 30)}

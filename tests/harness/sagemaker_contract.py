@@ -93,13 +93,16 @@ def input_data_config(request: Mapping[str, Any]) -> dict[str, Any]:
 
 def config_files(request: Mapping[str, Any], host: str) -> dict[str, Any]:
     """Each file of `/opt/ml/input/config/` on `host`, by name: the hyperparameters as the request's
-    strings exactly, checkpointconfig.json with LocalPath alone, the whole request as trainingjobconfig.json."""
+    strings exactly, checkpointconfig.json with LocalPath alone, profilerconfig.json as the request's
+    ProfilerConfig (SDK v2 sends one by default), the whole request as trainingjobconfig.json."""
     files = {"hyperparameters.json": dict(request.get("HyperParameters", {})),
              "inputdataconfig.json": input_data_config(request),
              "resourceconfig.json": resource_config(request, host),
              "trainingjobconfig.json": dict(request)}
     if "CheckpointConfig" in request:
         files["checkpointconfig.json"] = {"LocalPath": checkpoint_path(request)}
+    if "ProfilerConfig" in request:
+        files["profilerconfig.json"] = dict(request["ProfilerConfig"])
     return files
 
 

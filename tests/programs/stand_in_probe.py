@@ -2,13 +2,15 @@
 (tests/sdk/test_sagemaker_contract.py). Pipe channel `train` (gzip objects, each wrapped in a RecordIO record
 by SageMaker, shuffled each epoch), read from SageMaker's own FIFOs as the guide says: one record of epoch 0,
 the FIFO closed early, then epoch 1 read to its end; channel `wrapped` (the same, unshuffled) through
-smtrain's reader, which must frame it as RecordIO (RecordWrapperType); what it read to probe.json; a checkpoint
+smtrain's reader, which must frame it as RecordIO (RecordWrapperType); what it read, and the container's
+hostname, to probe.json; a checkpoint
 file; lines to stdout and stderr in turn; then it waits to be stopped (MaxRuntimeInSeconds) and fails with a
 reason of its own."""
 import json
 import os
 import pathlib
 import signal
+import socket
 import struct
 import sys
 import time
@@ -46,7 +48,7 @@ with open(fifo(1), "rb") as f:
 from smtrain import pipes  # noqa: E402 - after the raw FIFOs: the product's reader on the other channel
 
 wrapped = [r.decode().split()[0] for r in pipes.records("wrapped")]
-findings = {"epoch0_first": first, "epoch1": second, "wrapped": wrapped}
+findings = {"epoch0_first": first, "epoch1": second, "wrapped": wrapped, "hostname": socket.gethostname()}
 pathlib.Path(os.environ["SM_OUTPUT_DATA_DIR"], "probe.json").write_text(json.dumps(findings))
 pathlib.Path(os.environ["SM_CHECKPOINT_DIR"], "ckpt-1").write_text("checkpoint 1")
 for i in range(4):
