@@ -6,7 +6,7 @@ pipes.equal_steps (one allreduce of one integer per step). "off" is the stall ti
 `train` of a one-host MPI job with 2 ranks; a step is a sleep of the step time plus an allreduce of
 a 1-MB gradient, as a training step would do.
 
-    /opt/smtrain/venv/bin/python benchmarks/bench_no_hang.py --steps 300 --repeat 3
+    /opt/smtrain/venv/bin/python benchmarks/bench_no_hang.py --steps 300 --repeat 3 [--step-ms 1 50]
 """
 from __future__ import annotations
 
@@ -72,10 +72,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parse(parser, quick=dict(steps=20, repeat=1))
+    parser.add_argument("--step-ms", type=float, nargs="+", default=[1.0, 50.0], help="the step lengths measured")
+    args = parse(parser, quick=dict(steps=20, repeat=1, step_ms=[1.0]))
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for step in (1.0, 50.0):
+        for step in args.step_ms:
             steps = args.steps if step < 10 else max(20, args.steps // 10)
             runs: dict[str, list[float]] = {mode: [] for mode in MODES}
             for _ in range(args.repeat):  # interleaved, so slow spells hit every mode alike

@@ -28,8 +28,7 @@ MPI = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host":
 JOB_END_S = 3.0
 
 
-@pytest.mark.parametrize("program,hosts", [("hvd_custom_loop.py", 2), ("hvd_keras_fit.py", 2),
-                                           ("hvd_custom_loop.py", 3), ("hvd_keras_fit.py", 3)])
+@pytest.mark.parametrize("program,hosts", [("hvd_custom_loop.py", 3), ("hvd_keras_fit.py", 2)])  # each way once
 def test_horovod_training_ends_with_identical_weights_everywhere(make_cluster, program: str, hosts: int) -> None:
     """... and every host's train exits within the job-end bound of the last rank's exit, the master
     with its profiler report written."""
@@ -340,41 +339,6 @@ def test_a_late_worker_still_joins(make_cluster) -> None:
     cluster.start(TRAIN, env, hosts=cluster.hosts[2:])
     statuses = cluster.wait(60)
     assert statuses == {"algo-1": 0, "algo-2": 0, "algo-3": 0}, {h.name: h.stderr()[-800:] for h in cluster.hosts}
-
-
-def _examples(path: Path, ids: range) -> None:
-    import tensorflow as tf
-
-    with tf.io.TFRecordWriter(str(path)) as writer:
-        for i in ids:
-            example = tf.train.Example(features=tf.train.Features(feature={
-                "id": tf.train.Feature(int64_list=tf.train.Int64List(value=[i])),
-                "x": tf.train.Feature(float_list=tf.train.FloatList(value=[i % 7, i % 5, i % 3, 1.0])),
-                "y": tf.train.Feature(float_list=tf.train.FloatList(value=[float(i % 7 + i % 5)])),
-            }))
-            writer.write(example.SerializeToString())
-
-
-def test_horovod_job_reading_through_pipe_mode(make_cluster, tmp_path: Path) -> None:
-    """2 hosts x 2 ranks; each host's feeder plays SageMaker (the same stream: FullyReplicated), the hosts'
-    demultiplexers deal it across the job's ranks."""
-    source = tmp_path / "src"
-    source.mkdir()
-    _examples(source / "part-0.tfrecord", range(0, 32))
-    _examples(source / "part-1.tfrecord", range(32, 64))
-    cluster = make_cluster(2)
-    cluster.write_job(MPI, program=PROGRAMS / "hvd_pipe_train.py")
-    feeders = feed_every_host(cluster, {"TrainingInputMode": "Pipe", "ContentType": "application/x-tfrecord"},
-                              [source, source], epochs=2)
-    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
-    statuses = cluster.wait(240)
-    assert statuses == {"algo-1": 0, "algo-2": 0}, {h.name: h.stderr()[-2000:] for h in cluster.hosts}
-    assert all(f.join(10) for f in feeders)
-    reports = [json.loads(p.read_text()) for p in wait_for_files(cluster, "pipe-*.json", 4, 1)]
-    assert len({r["digest"] for r in reports}) == 1
-    ids = sorted(i for r in reports for i in r["ids"])
-    assert ids == sorted(list(range(64)) * 2)  # both epochs, every record once per epoch over the job's ranks
-    assert cluster.leftovers() == {}
 
 
 def test_aws_per_rank_channels_by_global_rank_on_two_hosts(make_cluster, tmp_path: Path) -> None:

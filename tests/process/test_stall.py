@@ -64,7 +64,7 @@ def test_a_program_that_never_reports_progress_is_not_judged(tmp_path: Path) -> 
 def test_an_mpi_job_silent_for_twice_its_stall_timeout_while_progressing_is_not_killed(tmp_path: Path) -> None:
     tree = make_tree(tmp_path / "ml", hyperparameters={
         "sagemaker_mpi_enabled": "true", "sagemaker_mpi_num_of_processes_per_host": "2",
-        "sagemaker_stall_timeout_seconds": "15", "seconds": "35"})
+        "sagemaker_stall_timeout_seconds": "4", "seconds": "10"})
     tree.write_program("train.py", QUIET_BUT_BUSY)
     done = run_train(tree, env=tree.env(SM_SYSTEM_MONITOR="off"), timeout=150)
     assert done.returncode == 0, done.stderr.decode()[-2000:]
