@@ -250,7 +250,7 @@ def test_a_host_whose_train_gets_no_cpu_past_its_limit_stays_in_the_job_while_th
     ranks train. Before, the master ended such a job at the limit (HostLost), or a worker left it (MasterLost)."""
     stopped_s = 24
     cluster = make_cluster(2)
-    cluster.write_job({**MPI, "seconds": stopped_s + 14, "interval": 0.1, "sagemaker_heartbeat_timeout_seconds": 3},
+    cluster.write_job({**MPI, "seconds": stopped_s + 8, "interval": 0.1, "sagemaker_heartbeat_timeout_seconds": 3},
                       program=PROGRAMS / "hvd_plain_loop.py")
     cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60"))
     deadline = time.monotonic() + 60
