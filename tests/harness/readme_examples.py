@@ -10,7 +10,6 @@ import re
 import subprocess
 from pathlib import Path
 
-from tests.harness.moto import MOTO_SERVER
 from tests.sdk.sdk import DRIVERS, SDKS
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -30,7 +29,7 @@ def example(heading: str) -> str:
 def run_driver(sdk: str, driver: str, folder: Path, *args: str) -> subprocess.CompletedProcess:
     """A driver in the SDK's own Python, in `folder`, in a network namespace of its own (no network but its own
     loopback) and credentials that are not real."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(folder), "AWS_DEFAULT_REGION": "us-east-1", "MOTO_SERVER": str(MOTO_SERVER),
+    env = {"PATH": os.environ["PATH"], "HOME": str(folder), "AWS_DEFAULT_REGION": "us-east-1",
            "AWS_ACCESS_KEY_ID": "AKIAEXAMPLE", "AWS_SECRET_ACCESS_KEY": "not-a-secret", "AWS_EC2_METADATA_DISABLED": "true",
            "SAGEMAKER_SUPPRESS_V2_WARNING": "1"}
     return subprocess.run(["unshare", "--net", str(SDKS[sdk][0]), str(DRIVERS / driver), *args], cwd=folder, env=env,

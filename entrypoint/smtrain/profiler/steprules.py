@@ -176,7 +176,6 @@ def merged_bins(histograms: Iterable[Bins]) -> Bins:
     return tuple(sorted(merged.items()))
 
 
-
 def rank_stats(events: Iterable[Union[StepEvent, StepSummary]]) -> dict[str, RankStats]:
     """Per rank (node), from its step events and the summaries of its steps past the full ones."""
     by_node: dict[str, list[StepEvent]] = {}

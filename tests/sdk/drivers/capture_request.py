@@ -3,25 +3,27 @@ that the SDK's own code builds and sends - the request SageMaker would lay out e
 the SDK's own Python in a network namespace of its own: `capture_request.py EXAMPLE.py REQUEST.json`;
 prints `REQUEST-CAPTURED`.
 
-Every S3 call the SDK makes goes to a real S3 API: moto's server ($MOTO_SERVER), started here on the
+Every S3 call the SDK makes goes to a real S3 API: moto's server (tests/harness/moto.py), started here on the
 namespace's loopback. What the SDK put there (the code, its drivers) is then copied beside REQUEST.json,
 in `s3/<bucket>/<key>`. AWS itself cannot be reached, so below the SDK, at botocore's
 `BaseClient._make_api_call`, the other services' calls are answered with the least the SDK needs (STS's
-caller, IAM's role and its permission to write the SDK's bucket); CreateTrainingJob is recorded and ends the example (nothing after it - waiting for
-the job - can run without SageMaker); a call of any other service or operation ends the run as a failure."""
+caller, IAM's role and its permission to write the SDK's bucket); CreateTrainingJob is recorded and ends the
+example (nothing after it - waiting for the job - can run without SageMaker); a call of any other service or
+operation ends the run as a failure."""
 import datetime
 import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
+from pathlib import Path
 
 import boto3
 import botocore.client
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository: its tests' harness
+from tests.harness.moto import start_moto  # noqa: E402
+
 ACCOUNT = "123456789012"
-S3_PORT = 5000
 SENDS = botocore.client.BaseClient._make_api_call
 
 
@@ -50,22 +52,9 @@ def answer(self, operation: str, params: dict) -> dict:
 
 
 def start_s3() -> subprocess.Popen:
-    """moto's server on this namespace's loopback, once it answers (at most 60 s)."""
+    """moto's server on this namespace's loopback, once it answers (tests/harness/moto.py)."""
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
-    server = subprocess.Popen([os.environ["MOTO_SERVER"], "-H", "127.0.0.1", "-p", str(S3_PORT)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{S3_PORT}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(url + "/moto-api/", timeout=2).close()
-            break
-        except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                raise SystemExit("capture_request: moto's server did not start")
-            time.sleep(0.2)
-    os.environ["AWS_ENDPOINT_URL_S3"] = url
+    server, os.environ["AWS_ENDPOINT_URL_S3"] = start_moto(Path(os.path.abspath(sys.argv[2])).parent / "moto.log")
     return server
 
 
