@@ -12,11 +12,10 @@ as SageMaker makes them (SIGTERM, SIGKILL 120 s later - shorter where a test say
 each host's container named by Docker (its hostname is not the job's host name, which is an alias on the job's
 network); profilerconfig.json from the request's ProfilerConfig; each host's log as one stream, stdout and stderr in the order written; `output/failure` read
 as the FailureReason; and after a job that succeeded, the model and output folders packed into the output
-path. S3 is a real S3 API (moto's server, which the containers reach on the job's network).
+path, every host's merged (a later host's file replacing an earlier one's of the same path). S3 is a real S3 API (moto's server, which the containers reach on the job's network).
 
 What it leaves out: the role's credentials come as keys in the environment (SageMaker serves them at
-AWS_CONTAINER_CREDENTIALS_RELATIVE_URI), the model is packed from the first host's folder, and the metric
-count is not enforced. Every wait is bounded."""
+AWS_CONTAINER_CREDENTIALS_RELATIVE_URI), and the metric count is not enforced. Every wait is bounded."""
 from __future__ import annotations
 
 import errno
@@ -250,9 +249,8 @@ class TrainingJob:
         return f"{path}/{self.request['TrainingJobName']}/output/{name}"
 
     def _pack(self, done: Run) -> None:
-        first = done.ml(self.hosts[0])
-        for name, folder in (("model.tar.gz", first / "model"), ("output.tar.gz", first / "output" / "data")):
-            self.s3.put(self._output(name), pack(folder))
+        for name, folder in (("model.tar.gz", "model"), ("output.tar.gz", "output/data")):
+            self.s3.put(self._output(name), pack(contract.artifact_files([done.ml(h) / folder for h in self.hosts])))
 
     def artifact(self, name: str) -> dict[str, bytes]:
         """model.tar.gz or output.tar.gz from the output path: its files' contents by path."""
@@ -306,11 +304,12 @@ def own_cpus(index: int, num_hosts: int) -> list[int]:
     return cpus[index * each:(index + 1) * each]
 
 
-def pack(folder: Path) -> bytes:
+def pack(files: Mapping[str, Path]) -> bytes:
+    """A gzipped tar of `files` (its path in the archive: the file)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w:gz") as archive:
-        for path in sorted(folder.rglob("*")):
-            archive.add(path, arcname=path.relative_to(folder).as_posix(), recursive=False)
+        for name, path in sorted(files.items()):
+            archive.add(path, arcname=name, recursive=False)
     return buffer.getvalue()
 
 

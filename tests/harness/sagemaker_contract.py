@@ -12,6 +12,7 @@ import gzip
 import random
 import re
 import struct
+from pathlib import Path
 from typing import Any, Iterable, Mapping, NamedTuple, Optional, Sequence
 
 HOMOGENEOUS = "homogeneousCluster"  # the group name SageMaker gives a job without instance groups
@@ -160,6 +161,19 @@ def pipe_record(data: bytes, channel: Channel) -> bytes:
             raise NotImplementedError("the stand-in wraps objects whose data holds no RecordIO magic")
         data = struct.pack("<II", RECORDIO_MAGIC, len(data)) + data + b"\0" * (-len(data) % 4)
     return data
+
+
+def artifact_files(folders: Sequence[Path]) -> dict[str, Path]:
+    """What model.tar.gz (or output.tar.gz) holds, by path: every host's folder (`folders`, in the hosts'
+    order) merged, a later host's file replacing an earlier one's of the same path - SageMaker's, as the
+    SDK's local mode documents it ("As the official SageMaker Training Service, it will override duplicate
+    files if multiple containers have the same file names": sagemaker.local.image.retrieve_artifacts)."""
+    files: dict[str, Path] = {}
+    for folder in folders:
+        for path in sorted(folder.rglob("*")) if folder.is_dir() else []:
+            if path.is_file():
+                files[path.relative_to(folder).as_posix()] = path
+    return files
 
 
 def failure_reason(failure_file_text: Optional[str]) -> Optional[str]:

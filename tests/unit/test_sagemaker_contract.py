@@ -113,3 +113,15 @@ def test_max_runtime_and_the_failure_reason() -> None:
 def test_metric_definitions_take_their_first_group_from_every_matching_line() -> None:
     lines = ["epoch=0; loss=0.5;", "[train] noise", "epoch=1; loss=2e-3;", "loss=nan;"]
     assert contract.metrics(REQUEST, lines) == {"loss": [0.5, 0.002]}
+
+
+def test_the_artifacts_merge_every_host_s_folder_a_later_host_s_file_replacing_an_earlier_one_s(tmp_path) -> None:
+    for host, files in (("algo-1", {"model.keras": "1", "shared/vocab.txt": "from 1"}),
+                        ("algo-2", {"shared/vocab.txt": "from 2", "algo-2.txt": "2"}),
+                        ("algo-3", {})):
+        for name, text in files.items():
+            (tmp_path / host / name).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / host / name).write_text(text)
+    folders = [tmp_path / host for host in ("algo-1", "algo-2", "algo-3")]  # algo-3 wrote no folder at all
+    found = {name: path.read_text() for name, path in contract.artifact_files(folders).items()}
+    assert found == {"model.keras": "1", "shared/vocab.txt": "from 2", "algo-2.txt": "2"}

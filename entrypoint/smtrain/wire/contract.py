@@ -35,31 +35,15 @@ class RankContract(NamedTuple):
     output: bool = False  # send the program's stdout and stderr to the control server (smtrain.run.rank_output)
 
     def to_json(self) -> str:
-        return json.dumps({
-            "control": [self.control_host, self.control_port],
-            "token": self.token,
-            "grace_period_s": self.grace_period_s,
-            "pipes": [a.to_list() for a in self.pipes],
-            "rank": self.rank,
-            "stall_timeout_s": self.stall_timeout_s,
-            "output": self.output,
-        }, separators=(",", ":"))
+        """The contract as JSON: its fields by name (the FIFOs as lists)."""
+        return json.dumps({**self._asdict(), "pipes": [a.to_list() for a in self.pipes]}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "RankContract":
-        """A contract from its JSON (the rank's environment variable)."""
+        """A contract from its JSON (the rank's environment variable); a field it lacks keeps its default."""
         raw = json.loads(text)
-        host, port = raw["control"]
-        return cls(
-            control_host=str(host),
-            control_port=int(port),
-            token=str(raw["token"]),
-            grace_period_s=float(raw["grace_period_s"]),
-            pipes=tuple(PipeAssignment.from_list(a) for a in raw["pipes"]),
-            rank=int(raw.get("rank", -1)),
-            stall_timeout_s=float(raw.get("stall_timeout_s", 0.0)),
-            output=bool(raw.get("output", False)),
-        )
+        raw["pipes"] = tuple(PipeAssignment.from_list(a) for a in raw["pipes"])
+        return cls(**{name: raw[name] for name in cls._fields if name in raw})
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Optional["RankContract"]:
