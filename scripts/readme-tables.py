@@ -1,9 +1,10 @@
-"""The reference's generated tables (docs/reference.md), each between `<!-- table: NAME -->` and `<!-- /table -->`, rewritten from
-the code that holds them: the settings (smtrain.config.settings), the exit statuses (smtrain.errors), what
-the image adds to the program's environment (smtrain.wire.program_env), and what `train` passes to mpirun
-and sets for NCCL and EFA (smtrain.plan.mpirun_command's own function, run on sample hosts).
-`python scripts/readme-tables.py` rewrites docs/reference.md; `--check` exits 1, naming the tables that
-differ, where the page is not what they print (tests/static/test_docs.py runs the check)."""
+"""The documents' generated tables, each between `<!-- table: NAME -->` and `<!-- /table -->`, rewritten from
+the code that holds them. docs/reference.md: the settings (smtrain.config.settings), the exit statuses
+(smtrain.errors), what the image adds to the program's environment (smtrain.wire.program_env), and what `train`
+passes to mpirun and sets for NCCL and EFA (smtrain.plan.mpirun_command's own function, run on sample hosts).
+docs/architecture.md: the control channel's messages (smtrain.wire.control_protocol).
+`python scripts/readme-tables.py` rewrites both pages; `--check` exits 1, naming the tables that differ, where a
+page is not what they print (tests/static/test_docs.py runs the check)."""
 from __future__ import annotations
 
 import re
@@ -11,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Callable
 
-REFERENCE = Path(__file__).resolve().parent.parent / "docs" / "reference.md"
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+PAGES = (DOCS / "reference.md", DOCS / "architecture.md")  # the pages with generated tables
 BLOCK = re.compile(r"(<!-- table: (?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
 
 
@@ -56,20 +58,21 @@ def tables() -> dict[str, Callable[[], str]]:
     """Every generated table, by name."""
     from smtrain.config.settings import markdown_table as settings_table
     from smtrain.errors import markdown_table as exit_table
+    from smtrain.wire.control_protocol import markdown_table as messages_table
     from smtrain.wire.program_env import markdown_table as environment_table
 
     return {"settings": settings_table, "exit-statuses": exit_table, "program-environment": environment_table,
-            "mpi-defaults": mpi_table}
+            "mpi-defaults": mpi_table, "control-messages": messages_table}
 
 
-def rewritten(text: str) -> tuple[str, list[str]]:
+def rewritten(text: str, page: str = "docs/reference.md") -> tuple[str, list[str]]:
     """`text` with every generated table as its declaration prints it, and the names of those that changed."""
     makers, changed = tables(), []
 
     def one(match: re.Match) -> str:
         name = match.group("name")
         if name not in makers:
-            raise SystemExit(f"docs/reference.md: no generated table named {name!r} (known: {', '.join(makers)})")
+            raise SystemExit(f"{page}: no generated table named {name!r} (known: {', '.join(makers)})")
         body = makers[name]()
         if body != match.group("body"):
             changed.append(name)
@@ -79,17 +82,19 @@ def rewritten(text: str) -> tuple[str, list[str]]:
 
 
 def main(argv: list[str]) -> int:
-    text = REFERENCE.read_text(encoding="utf-8")
-    new, changed = rewritten(text)
-    if "--check" in argv:
-        if changed:
-            print(f"docs/reference.md: generated tables differ from their declarations: {', '.join(changed)} "
-                  "(run python scripts/readme-tables.py)")
-            return 1
-        return 0
-    REFERENCE.write_text(new, encoding="utf-8")
-    print(f"docs/reference.md: {', '.join(changed) or 'no'} table(s) rewritten")
-    return 0
+    status = 0
+    for path in PAGES:
+        page = f"docs/{path.name}"
+        new, changed = rewritten(path.read_text(encoding="utf-8"), page)
+        if "--check" in argv:
+            if changed:
+                print(f"{page}: generated tables differ from their declarations: {', '.join(changed)} "
+                      "(run python scripts/readme-tables.py)")
+                status = 1
+            continue
+        path.write_text(new, encoding="utf-8")
+        print(f"{page}: {', '.join(changed) or 'no'} table(s) rewritten")
+    return status
 
 
 if __name__ == "__main__":

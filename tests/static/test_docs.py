@@ -161,14 +161,15 @@ def test_the_undefined_name_check_finds_what_a_reader_would_miss() -> None:
 
 
 def test_the_readmes_generated_tables_are_what_their_declarations_print() -> None:
-    """The settings, program-environment, MPI and exit-status tables (scripts/readme-tables.py --check): a row
-    edited by hand, or a declaration changed without the README, fails here."""
+    """The settings, program-environment, MPI and exit-status tables, and the control messages'
+    (scripts/readme-tables.py --check): a row edited by hand, or a declaration changed without its page, fails here."""
     check = subprocess.run([sys.executable, str(REPO / "scripts" / "readme-tables.py"), "--check"],
                            capture_output=True, text=True)
     assert check.returncode == 0, check.stdout + check.stderr
     text = (REPO / "docs" / "reference.md").read_text(encoding="utf-8")
     for name in ("settings", "exit-statuses", "program-environment", "mpi-defaults"):
         assert text.count(f"<!-- table: {name} -->") == 1, name
+    assert (REPO / "docs" / "architecture.md").read_text(encoding="utf-8").count("<!-- table: control-messages -->") == 1
 
 
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")

@@ -6,7 +6,7 @@ says so explicitly, over one TCP connection per worker, as newline-delimited JSO
 `type` is a `MessageType`. Each type is declared once, below: its name on the wire, its fields and their
 JSON types (checked where a message is decoded), who sends it, who handles it and what it means; the
 receiving side's handlers are keyed by it (a test holds every declared message to a handler on its
-receiver's side, and every sent field to the declaration). `describe()` prints the table.
+receiver's side, and every sent field to the declaration). `markdown_table()` prints them for docs/architecture.md.
 
 A side whose connection breaks, or that reads nothing from the other for the heartbeat timeout while
 the other's host acknowledges nothing either (smtrain.wire.liveness: a `train` short of CPU is not
@@ -27,7 +27,7 @@ MAX_MESSAGE = 64 * 1024
 PROFILE_CHUNK = 32 * 1024  # bytes of archive a `profile` message carries (base64: 43,692 characters)
 
 __all__ = ["ANY", "ControlClient", "DEMUX", "FIELDS", "LineReader", "MASTER", "MONITOR", "MAX_MESSAGE", "Message", "MessageType", "PROFILE_CHUNK",
-           "RANK", "WORKER", "connect", "decode", "describe", "encode", "misfit"]
+           "RANK", "WORKER", "connect", "decode", "markdown_table", "encode", "misfit"]
 
 
 _INT, _STR, _BOOL, _NUMBER = (int,), (str,), (bool,), (int, float)
@@ -112,10 +112,12 @@ class Message(NamedTuple):
 FIELDS: dict[MessageType, dict[str, tuple[type, ...]]] = {t: t.fields for t in MessageType}
 
 
-def describe() -> str:
-    """The declarations as a table: sender -> receiver, type {fields}, meaning."""
-    return "\n".join(f"{t.sender:>6} -> {t.receiver:<6} {t.value} {{{', '.join(t.fields)}}}: {t.meaning}"
-                     for t in MessageType) + "\n"
+def markdown_table() -> str:
+    """The declarations as docs/architecture.md's table: type, sender -> receiver, fields (`?`: optional), meaning."""
+    rows = ["| message | from -> to | fields | meaning |", "| --- | --- | --- | --- |"]
+    rows += [f"| `{t.value}` | {t.sender} -> {t.receiver} | {', '.join(f'`{f}`' for f in t.fields) or '-'} | "
+             f"{t.meaning.replace('|', '/')} |" for t in MessageType]
+    return "\n".join(rows) + "\n"
 
 
 def misfit(message_type: MessageType, fields: Mapping[str, Any]) -> Optional[str]:
