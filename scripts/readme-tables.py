@@ -1,6 +1,6 @@
 """The documents' generated tables, each between `<!-- table: NAME -->` and `<!-- /table -->`, rewritten from
 the code that holds them. docs/reference.md: the settings (smtrain.config.settings), the exit statuses
-(smtrain.errors), what the image adds to the program's environment (smtrain.wire.program_env), and what `train`
+(smtrain.errors), what the image adds to the program's environment (smtrain.config.program_env), and what `train`
 passes to mpirun and sets for NCCL and EFA (smtrain.plan.mpirun_command's own function, run on sample hosts).
 docs/architecture.md: the control channel's messages (smtrain.wire.control_protocol).
 `python scripts/readme-tables.py` rewrites both pages; `--check` exits 1, naming the tables that differ, where a
@@ -59,7 +59,7 @@ def tables() -> dict[str, Callable[[], str]]:
     from smtrain.config.settings import markdown_table as settings_table
     from smtrain.errors import markdown_table as exit_table
     from smtrain.wire.control_protocol import markdown_table as messages_table
-    from smtrain.wire.program_env import markdown_table as environment_table
+    from smtrain.config.program_env import markdown_table as environment_table
 
     return {"settings": settings_table, "exit-statuses": exit_table, "program-environment": environment_table,
             "mpi-defaults": mpi_table, "control-messages": messages_table}

@@ -102,10 +102,10 @@ NOT_OURS = ("OMPI_", "PMIX_", "OPAL_", "PRTE_", "HWLOC_", "HFI_NO_BACKTRACE", "I
 
 
 def test_every_variable_the_ranks_get_beyond_the_toolkits_and_the_job_is_declared(mpi_ranks_env) -> None:
-    """What the image adds to a program's environment is the declaration's (smtrain.wire.program_env, the
+    """What the image adds to a program's environment is the declaration's (smtrain.config.program_env, the
     README's table): a variable a rank gets that neither the job's environment nor sagemaker-training's rules
     give it must be declared there."""
-    from smtrain.wire.program_env import declared
+    from smtrain.config.program_env import declared
 
     given, ranks = mpi_ranks_env
     theirs = set(given) | set(given["_toolkits"].split(","))

@@ -16,7 +16,7 @@ import pytest
 
 from smtrain.rank.startup_hook import STARTUP_HOOK
 from smtrain.wire import progress_file
-from smtrain.wire.contract import SKIP_TEARDOWN_ENV
+from smtrain.config.settings import CURRENT_HOST, SKIP_TEARDOWN
 
 PROGRAM = r'''
 import atexit, os, sys, threading, time
@@ -54,12 +54,12 @@ def _run(tmp_path: Path, mode: str, setting: str | None) -> tuple[int, set[str],
     its main thread died of an uncaught exception is in `progress`, its progress file."""
     out = tmp_path / mode
     out.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != SKIP_TEARDOWN_ENV}
+    env = {k: v for k, v in os.environ.items() if k != SKIP_TEARDOWN.variable}
     env["PYTHONPATH"] = STARTUP_HOOK
     (tmp_path / "progress").write_bytes(bytes(progress_file.FILE_SIZE))
     env[progress_file.PROGRESS_FILE_ENV] = str(tmp_path / "progress")
     if setting is not None:
-        env[SKIP_TEARDOWN_ENV] = setting
+        env[SKIP_TEARDOWN.variable] = setting
     done = subprocess.run([sys.executable, "-c", PROGRAM, str(out), mode], env=env, capture_output=True, text=True,
                           timeout=60)
     return done.returncode, {p.name for p in out.iterdir()}, done.stdout, done.stderr
@@ -89,8 +89,11 @@ def test_everything_else_keeps_the_interpreters_teardown(tmp_path, mode: str, se
     assert stdout == "printed without a newline"
 
 
-def test_the_hook_names_the_planners_variable_and_the_progress_files_slot() -> None:
+def test_the_hook_names_the_settings_variables_and_the_progress_files_slot() -> None:
+    """The hook loads nothing of smtrain at start-up, so it spells what it reads itself: held to the declarations."""
     tree = ast.parse((Path(STARTUP_HOOK) / "sitecustomize.py").read_text())
+    copies = {"SKIP_TEARDOWN_ENV": SKIP_TEARDOWN.variable, "CURRENT_HOST_ENV": CURRENT_HOST.variable,
+              "UNCAUGHT_OFFSET": progress_file.UNCAUGHT_OFFSET}
     named = {node.targets[0].id: ast.literal_eval(node.value) for node in tree.body
-             if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in ("SKIP_TEARDOWN_ENV", "UNCAUGHT_OFFSET")}
-    assert named == {"SKIP_TEARDOWN_ENV": SKIP_TEARDOWN_ENV, "UNCAUGHT_OFFSET": progress_file.UNCAUGHT_OFFSET}
+             if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") in copies}
+    assert named == copies

@@ -13,7 +13,7 @@ from smtrain.plan.launch import dumps, plan_launch
 from smtrain.run.outcome import JobOutcome
 from smtrain.run.attempt import AttemptProgress
 from smtrain.run.attempts import AttemptEnd, describe_attempts, why_not_restart
-from smtrain.wire.contract import SKIP_TEARDOWN_ENV
+from smtrain.config.settings import SKIP_TEARDOWN
 from smtrain.wire.progress_file import Counts, InitPhase
 from tests.support import make_tree
 from tests.harness.plans import FACTS
@@ -145,8 +145,8 @@ def test_progress_is_a_step_a_sign_of_life_or_horovod_s_init_returned(counts: Co
 def test_where_restarts_are_asked_for_a_failed_program_skips_its_teardown_unless_the_user_says_otherwise(
         tmp_path: Path) -> None:
     mpi = _plan(tmp_path / "mpi", {**MPI, "sagemaker_max_restarts": "1"})
-    assert mpi.env_set[SKIP_TEARDOWN_ENV] == "1" and f"-x {SKIP_TEARDOWN_ENV}" in " ".join(mpi.argv)  # every rank
-    assert _plan(tmp_path / "alone", {"sagemaker_max_restarts": "1"}, hosts=("algo-1",)).env_set[SKIP_TEARDOWN_ENV] == "1"
-    assert SKIP_TEARDOWN_ENV not in _plan(tmp_path / "none", MPI).env_set
-    own = _plan(tmp_path / "own", {**MPI, "sagemaker_max_restarts": "1"}, **{SKIP_TEARDOWN_ENV: "0"})
-    assert SKIP_TEARDOWN_ENV not in own.env_set and f"-x {SKIP_TEARDOWN_ENV}" in " ".join(own.argv)  # theirs
+    assert mpi.env_set[SKIP_TEARDOWN.variable] == "1" and f"-x {SKIP_TEARDOWN.variable}" in " ".join(mpi.argv)  # every rank
+    assert _plan(tmp_path / "alone", {"sagemaker_max_restarts": "1"}, hosts=("algo-1",)).env_set[SKIP_TEARDOWN.variable] == "1"
+    assert SKIP_TEARDOWN.variable not in _plan(tmp_path / "none", MPI).env_set
+    own = _plan(tmp_path / "own", {**MPI, "sagemaker_max_restarts": "1"}, **{SKIP_TEARDOWN.variable: "0"})
+    assert SKIP_TEARDOWN.variable not in own.env_set and f"-x {SKIP_TEARDOWN.variable}" in " ".join(own.argv)  # theirs

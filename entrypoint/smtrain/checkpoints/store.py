@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from .. import pipes, progress
+from ..config.settings import CHECKPOINT_DIR
 from ..data.checkpoint_folder import (
     FORMAT, MANIFEST, STATE_PREFIX, Checkpoint, CheckpointFolder, PipePosition, file_crc, fingerprint_file,
 )
@@ -57,7 +58,7 @@ class CheckpointStore(CheckpointFolder):
         hands back (by default this process's, `smtrain.pipes.JOURNAL`)."""
         if keep < 1:
             raise ValueError(f"keep must be at least 1, got {keep}")
-        directory = Path(directory or os.environ.get("SM_CHECKPOINT_DIR") or "/opt/ml/checkpoints")
+        directory = Path(directory or os.environ.get(CHECKPOINT_DIR.variable) or CHECKPOINT_DIR.default)
         super().__init__(directory, *([] if log is None else [log]))
         self.keep = keep
         self.rank = int(os.environ.get("SM_RANK", "0")) if rank is None else rank

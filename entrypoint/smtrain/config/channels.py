@@ -10,6 +10,7 @@ from ..errors import ConfigError
 from ..wire.record_format import RecordFormat
 from .json_fields import expect_object, field
 from .model import Channel, InputMode
+from .settings import PIPE_RECORD_FORMAT
 
 __all__ = ["CHANNEL_NAME", "channels"]
 
@@ -20,7 +21,7 @@ def _record_format(name: str, content_type: Optional[str], wrapper: Optional[str
                    hp_path: str) -> RecordFormat:
     """sagemaker_pipe_record_format (one format, or {channel: format}); else RecordIO where SageMaker wraps each
     object in a RecordIO record (RecordWrapperType); else the ContentType; else TFRecord."""
-    chosen = decoded.get("sagemaker_pipe_record_format")
+    chosen = decoded.get(PIPE_RECORD_FORMAT.hyperparameter)
     if isinstance(chosen, dict):
         chosen = chosen.get(name)
     if chosen is None and str(wrapper).lower() == "recordio":
@@ -31,7 +32,7 @@ def _record_format(name: str, content_type: Optional[str], wrapper: Optional[str
         return RecordFormat.parse(str(chosen))
     except ValueError:
         raise ConfigError(
-            f"{hp_path}: sagemaker_pipe_record_format for channel '{name}' is {chosen!r}; "
+            f"{hp_path}: {PIPE_RECORD_FORMAT.hyperparameter} for channel '{name}' is {chosen!r}; "
             "expected tfrecord, recordio or lines"
         ) from None
 

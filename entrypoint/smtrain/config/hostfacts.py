@@ -9,8 +9,8 @@ import os
 import re
 from typing import Mapping
 
-from ..errors import ConfigError
 from .model import CodeFacts, HostFacts, NetworkFacts, TrainingConfig
+from .settings import NUM_CPUS, NUM_GPUS, Setting
 
 __all__ = ["gather"]
 
@@ -50,13 +50,10 @@ def network_facts(sys_net: str = "/sys/class/net", route_table: str = "/proc/net
     return NetworkFacts(interfaces, default, efa, plugin)
 
 
-def _int_override(environ: Mapping[str, str], name: str, measured: int) -> int:
-    value = environ.get(name)
-    if value is None:
-        return measured
-    if not value.isdigit():
-        raise ConfigError(f"environment variable {name}: expected a whole number >= 0, got {value!r}")
-    return int(value)
+def _counted(environ: Mapping[str, str], setting: Setting[int], measured: int) -> int:
+    """`measured`, or the count `setting`'s variable stands in with (checked when the config was loaded)."""
+    given = setting.raw({}, environ)
+    return measured if given is None else setting.type.parse(given)
 
 
 def code_facts(config: TrainingConfig) -> CodeFacts:
@@ -68,11 +65,11 @@ def code_facts(config: TrainingConfig) -> CodeFacts:
 
 
 def gather(environ: Mapping[str, str], config: TrainingConfig) -> HostFacts:
-    """Measure, then apply the SM_NUM_CPUS / SM_NUM_GPUS overrides a local user may set."""
+    """Measure, then apply the counts a local user may set instead (NUM_CPUS, NUM_GPUS)."""
     instance_type = config.resources.current_instance_type
     return HostFacts(
-        num_cpus=_int_override(environ, "SM_NUM_CPUS", os.cpu_count() or 1),
-        num_gpus=_int_override(environ, "SM_NUM_GPUS", count_gpus()),
+        num_cpus=_counted(environ, NUM_CPUS, os.cpu_count() or 1),
+        num_gpus=_counted(environ, NUM_GPUS, count_gpus()),
         # As sagemaker-training: trn2.48xlarge has 64 Neuron cores; this image has no Neuron SDK otherwise.
         num_neurons=64 if "trn2.48xlarge" in instance_type else 0,
         smddprun_installed=on_path("smddprun", environ.get("PATH", os.defpath)),

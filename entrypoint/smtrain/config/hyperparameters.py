@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Optional
 
+from .settings import S3_OUTPUT
+
 __all__ = ["SAGEMAKER_PREFIX", "TOOLKIT_NAMES", "TUNING_MARKER", "decode", "framework_parameters", "is_toolkit_name",
     "to_cmd_args", "truthy", "user_hyperparameters", "with_tuning_model_dir"]
 
@@ -25,7 +27,7 @@ TOOLKIT_NAMES = frozenset(
         "sagemaker_job_name",
         "default_user_module_name",
         "_tuning_objective_metric",
-        "sagemaker_s3_output",
+        S3_OUTPUT.hyperparameter,
     }
 )
 

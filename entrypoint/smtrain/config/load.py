@@ -19,7 +19,8 @@ from .json_fields import expect_object, field, read_json
 from .defaults import DEFAULT_BASE_DIR
 from .modeltrainer import read_model_trainer
 from .profiling import profiler_context
-from .settings import SETTINGS, Setting, load_settings
+from .settings import (CHECKPOINT_DIR, CURRENT_HOST, DISTRIBUTION_GROUPS, HOSTS, MPI_NUM_PROCESSES, MPI_OPTIONS,
+                       MPI_PROCESSES_PER_HOST, NETWORK_INTERFACE, SETTINGS, Setting, load_settings)
 from .model import InstanceGroup, MpiSettings, Paths, ProgramSpec, Resources, TrainingConfig
 
 __all__ = ["load_config"]
@@ -46,9 +47,9 @@ def _default_resource_config() -> dict:
 
 def _resources(raw: dict, path: Path, environ: Mapping[str, str]) -> Resources:
     where = str(path)
-    current = environ.get("SM_CURRENT_HOST") or field(raw, "current_host", str, where)
-    if "SM_HOSTS" in environ:
-        hosts = _host_list(_parse_env_json(environ, "SM_HOSTS"), "environment variable SM_HOSTS")
+    current = environ.get(CURRENT_HOST.variable) or field(raw, "current_host", str, where)
+    if HOSTS.variable in environ:
+        hosts = _host_list(_parse_env_json(environ, HOSTS.variable), f"environment variable {HOSTS.variable}")
     else:
         hosts = _host_list(raw.get("hosts"), f"{where}: field 'hosts'")
     if not current.strip():
@@ -66,7 +67,7 @@ def _resources(raw: dict, path: Path, environ: Mapping[str, str]) -> Resources:
                 hosts=_host_list(group.get("hosts"), f"{gwhere}: field 'hosts'"),
             )
         )
-    interface = environ.get("SM_NETWORK_INTERFACE_NAME") or field(
+    interface = environ.get(NETWORK_INTERFACE.variable) or field(
         raw, "network_interface_name", str, where, required=False
     )
     return Resources(
@@ -97,23 +98,24 @@ def _positive_int(decoded: Mapping[str, Any], name: str, where: str) -> Optional
 
 
 def _mpi(decoded: Mapping[str, Any], where: str) -> MpiSettings:
-    options = decoded.get("sagemaker_mpi_custom_mpi_options") or ""
+    name = MPI_OPTIONS.hyperparameter
+    options = decoded.get(name) or ""
     if not isinstance(options, str):
-        raise ConfigError(f"{where}: hyperparameter 'sagemaker_mpi_custom_mpi_options' must be a string")
+        raise ConfigError(f"{where}: hyperparameter '{name}' must be a string")
     try:
         split = tuple(shlex.split(options))
     except ValueError as e:
-        raise ConfigError(f"{where}: hyperparameter 'sagemaker_mpi_custom_mpi_options' {options!r}: {e}") from None
+        raise ConfigError(f"{where}: hyperparameter '{name}' {options!r}: {e}") from None
     return MpiSettings(
-        processes_per_host=_positive_int(decoded, "sagemaker_mpi_num_of_processes_per_host", where),
-        num_processes=_positive_int(decoded, "sagemaker_mpi_num_processes", where),
+        processes_per_host=_positive_int(decoded, MPI_PROCESSES_PER_HOST.hyperparameter, where),
+        num_processes=_positive_int(decoded, MPI_NUM_PROCESSES.hyperparameter, where),
         custom_options=split,
     )
 
 
 def _check_distribution_groups(decoded: Mapping[str, Any], resources: Resources, where: str) -> None:
     """`sagemaker_distribution_instance_groups`: a list of the job's instance group names."""
-    name = "sagemaker_distribution_instance_groups"
+    name = DISTRIBUTION_GROUPS.hyperparameter
     if name not in decoded:
         return
     groups = decoded[name]
@@ -175,7 +177,7 @@ def load_config(environ: Mapping[str, str], table: Sequence[Setting[Any]] = SETT
         program, trainer_mpi = trainer.program, trainer.mpi  # SDK v3's ModelTrainer: SourceCode, distributed=MPI(...)
     checkpoint_dir = (
         field(checkpoint_config, "LocalPath", str, str(paths.config_file("checkpointconfig.json")), required=False)
-        or environ.get("SM_CHECKPOINT_DIR")
+        or environ.get(CHECKPOINT_DIR.variable)
         or str(paths.base / "checkpoints")
     )
     return TrainingConfig(

@@ -20,12 +20,13 @@ from .setting_types import (ABSOLUTE_PATH, CHOICE_0_1, PORT, SWITCH, TEXT, Choic
                             SettingType, StepWindow, WholeNumber)
 
 __all__ = [
-    "CONTROL_PORT", "DETAILED_PROFILING", "FRAMEWORK_METRICS", "GRACE_PERIOD", "HEARTBEAT_TIMEOUT", "INTERMEDIATE_RETRY",
-    "LIVE_METRICS", "STRAGGLER_WINDOW",
-    "MAX_RESTARTS",
-    "MIN_FREE_MB", "MONITOR", "MONITOR_INTERVAL", "PEER_WAIT", "PIPE_DEALING", "PYTHON_PROFILING", "SETTINGS", "SKIP_TEARDOWN",
-    "SSHD_CONFIG", "SSHD_PORT", "STALL_TIMEOUT", "TRAIN", "Setting", "Settings", "help_text", "load_settings",
-    "markdown_table",
+    "CHECKPOINT_DIR", "CODEARTIFACT", "CONTROL_PORT", "CURRENT_HOST", "DETAILED_PROFILING", "DISTRIBUTION_GROUPS",
+    "FRAMEWORK_METRICS", "GRACE_PERIOD", "HEARTBEAT_TIMEOUT", "HOSTS", "INTERMEDIATE_RETRY", "LIVE_METRICS",
+    "MAX_RESTARTS", "MIN_FREE_MB", "MONITOR", "MONITOR_INTERVAL", "MPI_ENABLED", "MPI_NUM_PROCESSES", "MPI_OPTIONS",
+    "MPI_PROCESSES_PER_HOST", "MULTI_WORKER_MIRRORED", "NATIVE_PIPES", "NETWORK_INTERFACE", "NUM_CPUS", "NUM_GPUS",
+    "PARAMETER_SERVER", "PEER_WAIT", "PIPE_DEALING", "PIPE_EMULATION", "PIPE_RECORD_FORMAT", "PYTHON_PROFILING",
+    "S3_OUTPUT", "SETTINGS", "SKIP_TEARDOWN", "SSHD_CONFIG", "SSHD_PORT", "STALL_TIMEOUT", "STRAGGLER_WINDOW", "TRAIN",
+    "WARM_POOL_CACHE", "Setting", "Settings", "help_text", "load_settings", "markdown_table",
 ]
 
 T = TypeVar("T")
@@ -123,43 +124,67 @@ SKIP_TEARDOWN = Setting("skip_teardown_on_failure", None, "SM_SKIP_TEARDOWN_ON_F
                         "teardown (its threads and atexit handlers still run); 0 keeps it",
                         default_text="1 where restarts are asked for", read_by="the program's start-up hook")
 
+MPI_ENABLED = Setting("mpi_enabled", "sagemaker_mpi_enabled", None, TEXT, "",
+                      "true: the program runs under mpirun (what the SDK's distribution={'mpi': ...} writes)", "MPI",
+                      read_by="the MPI kind (smtrain.plan.kinds.mpi)")
+MPI_PROCESSES_PER_HOST = Setting("mpi_processes_per_host", "sagemaker_mpi_num_of_processes_per_host", None, TEXT, "",
+                                 "ranks on each host", "MPI", "the host's GPUs, else 1", read_by="config.load")
+MPI_NUM_PROCESSES = Setting("mpi_num_processes", "sagemaker_mpi_num_processes", None, TEXT, "",
+                            "ranks in all", "MPI", "hosts x ranks on each", read_by="config.load")
+MPI_OPTIONS = Setting("mpi_options", "sagemaker_mpi_custom_mpi_options", None, TEXT, "",
+                      "more mpirun options (shell rules), replacing the defaults they contradict (see MPI, NCCL and EFA)",
+                      "MPI", read_by="config.load and smtrain.plan.mpirun_command")
+MULTI_WORKER_MIRRORED = Setting("multi_worker_mirrored_strategy", "sagemaker_multi_worker_mirrored_strategy_enabled",
+                                None, TEXT, "", "true: TensorFlow's MultiWorkerMirroredStrategy (the SDK's distribution=)",
+                                "TF strategies", read_by="the strategy kinds (smtrain.plan.kinds)")
+PARAMETER_SERVER = Setting("parameter_server", "sagemaker_parameter_server_enabled", None, TEXT, "",
+                           "true: TensorFlow's parameter servers (the SDK's distribution=)", "TF strategies",
+                           read_by="the strategy kinds (smtrain.plan.kinds)")
+DISTRIBUTION_GROUPS = Setting("distribution_instance_groups", "sagemaker_distribution_instance_groups", None, TEXT, "",
+                              "the instance groups that run the distribution (a JSON list, as the SDK writes it); the "
+                              "others' hosts run the program on their own", "heterogeneous clusters",
+                              "the current instance group", read_by="config.load and plan.shape")
+PIPE_RECORD_FORMAT = Setting("pipe_record_format", "sagemaker_pipe_record_format", None, TEXT, "",
+                             "tfrecord, recordio, lines, or {\"channel\": \"format\"}", "Pipe mode",
+                             "RecordIO where SageMaker wraps the records, else from ContentType", read_by="config.channels")
+PIPE_EMULATION = Setting("pipe_emulation", "sagemaker_pipe_emulation", "SM_PIPE_EMULATION", TEXT, "auto",
+                         "File channels streamed as Pipe mode: auto (in SDK local mode), on, off, or channel names",
+                         "Pipe mode", read_by="plan.localmode")
+S3_OUTPUT = Setting("s3_output", "sagemaker_s3_output", None, TEXT, "",
+                    "where output/intermediate is synced while the job runs (s3://..., as sagemaker-training)",
+                    "SageMaker jobs", read_by="plan.intermediate")
+CODEARTIFACT = Setting("codeartifact", None, "CA_REPOSITORY_ARN", TEXT, "",
+                       "an AWS CodeArtifact repository's ARN: requirements are installed from it", "with requirements",
+                       read_by="plan.requirements")
+WARM_POOL_CACHE = Setting("warm_pool_cache", None, "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY", TEXT, "",
+                          "set by SageMaker on a warm pool: the requirements' wheels are kept there for its next jobs",
+                          "with requirements", read_by="plan.requirements")
+CHECKPOINT_DIR = Setting("checkpoint_dir", None, "SM_CHECKPOINT_DIR", TEXT, "/opt/ml/checkpoints",
+                         "the checkpoint folder when checkpointconfig.json names none (the program gets the folder here)",
+                         read_by="config.load")
+CURRENT_HOST = Setting("current_host", None, "SM_CURRENT_HOST", TEXT, "", "stands in for resourceconfig.json's "
+                       "current_host (the program and its ranks get their own host here)", default_text="from the config",
+                       read_by="config.load")
+HOSTS = Setting("hosts", None, "SM_HOSTS", TEXT, "", "a JSON list: stands in for resourceconfig.json's hosts",
+                default_text="from the config", read_by="config.load")
+NETWORK_INTERFACE = Setting("network_interface_name", None, "SM_NETWORK_INTERFACE_NAME", TEXT, "",
+                            "stands in for resourceconfig.json's network_interface_name", default_text="from the config",
+                            read_by="config.load")
+NUM_CPUS = Setting("num_cpus", None, "SM_NUM_CPUS", WholeNumber("CPUs"), 0, "stands in for the CPUs counted",
+                   default_text="the host's", read_by="config.hostfacts")
+NUM_GPUS = Setting("num_gpus", None, "SM_NUM_GPUS", WholeNumber("GPUs"), 0, "stands in for the GPUs counted (the "
+                   "program and its ranks get the count here)", default_text="the host's", read_by="config.hostfacts")
+NATIVE_PIPES = Setting("native_pipes", None, "SMTRAIN_NATIVE_PIPES", CHOICE_0_1, "1",
+                       "0: read Pipe mode through Python instead of the native op", "Pipe mode",
+                       read_by="smtrain.data.native")
+
 SETTINGS: tuple[Setting[Any], ...] = (
     GRACE_PERIOD, PEER_WAIT, HEARTBEAT_TIMEOUT, STALL_TIMEOUT, MAX_RESTARTS, SKIP_TEARDOWN,
-    Setting("mpi", "sagemaker_mpi_enabled, sagemaker_mpi_num_of_processes_per_host, sagemaker_mpi_num_processes", None,
-            TEXT, "", "what the SDK's distribution={'mpi': ...} writes; processes per host default to the GPUs, else 1",
-            "MPI", read_by="the MPI kind (smtrain.plan.kinds.mpi)"),
-    Setting("mpi_options", "sagemaker_mpi_custom_mpi_options", None, TEXT, "",
-            "more mpirun options (shell rules), replacing the defaults they contradict (see MPI, NCCL and EFA)", "MPI",
-            read_by="the MPI kind (smtrain.plan.mpirun_command)"),
-    Setting("strategies", "sagemaker_multi_worker_mirrored_strategy_enabled, sagemaker_parameter_server_enabled", None,
-            TEXT, "", "TensorFlow's strategies (the SDK's distribution=)", "TF strategies",
-            read_by="the strategy kinds (smtrain.plan.kinds)"),
-    Setting("distribution_instance_groups", "sagemaker_distribution_instance_groups", None, TEXT, "",
-            "the instance groups that run the distribution (a JSON list, as the SDK writes it); the others' hosts "
-            "run the program on their own", "heterogeneous clusters", "the current instance group", read_by="config.load and plan.shape"),
-    Setting("pipe_record_format", "sagemaker_pipe_record_format", None, TEXT, "",
-            "tfrecord, recordio, lines, or {\"channel\": \"format\"}", "Pipe mode",
-            "RecordIO where SageMaker wraps the records, else from ContentType", read_by="config.channels"),
-    Setting("pipe_emulation", "sagemaker_pipe_emulation", "SM_PIPE_EMULATION", TEXT, "auto",
-            "File channels streamed as Pipe mode: auto (in SDK local mode), on, off, or channel names", "Pipe mode",
-            read_by="plan.localmode"),
-    PIPE_DEALING,
+    MPI_ENABLED, MPI_PROCESSES_PER_HOST, MPI_NUM_PROCESSES, MPI_OPTIONS, MULTI_WORKER_MIRRORED, PARAMETER_SERVER,
+    DISTRIBUTION_GROUPS, PIPE_RECORD_FORMAT, PIPE_EMULATION, PIPE_DEALING,
     MONITOR, MONITOR_INTERVAL, LIVE_METRICS, STRAGGLER_WINDOW, FRAMEWORK_METRICS, DETAILED_PROFILING, PYTHON_PROFILING, MIN_FREE_MB,
-    Setting("s3_output", "sagemaker_s3_output", None, TEXT, "",
-            "where output/intermediate is synced while the job runs (s3://..., as sagemaker-training)",
-            "SageMaker jobs", read_by="plan.intermediate"),
-    INTERMEDIATE_RETRY,
-    Setting("codeartifact", None, "CA_REPOSITORY_ARN", TEXT, "",
-            "an AWS CodeArtifact repository's ARN: requirements are installed from it", "with requirements",
-            read_by="plan.requirements"),
-    Setting("warm_pool_cache", None, "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY", TEXT, "",
-            "set by SageMaker on a warm pool: the requirements' wheels are kept there for its next jobs",
-            "with requirements", read_by="plan.requirements"),
-    Setting("checkpoint_dir", None, "SM_CHECKPOINT_DIR", TEXT, "/opt/ml/checkpoints",
-            "the checkpoint folder when checkpointconfig.json names none", read_by="config.load"),
-    Setting("stand_ins", None, "SM_CURRENT_HOST, SM_HOSTS, SM_NETWORK_INTERFACE_NAME, SM_NUM_CPUS, SM_NUM_GPUS",
-            TEXT, "", "stand in for resourceconfig.json (SM_HOSTS: a JSON list) or the counted devices", default_text="from the config / host",
-            read_by="config.load and config.hostfacts"),
+    S3_OUTPUT, INTERMEDIATE_RETRY, CODEARTIFACT, WARM_POOL_CACHE, CHECKPOINT_DIR,
+    CURRENT_HOST, HOSTS, NETWORK_INTERFACE, NUM_CPUS, NUM_GPUS,
     CONTROL_PORT, SSHD_CONFIG, SSHD_PORT,
     Setting("modeltrainer_drivers", None, "SMTRAIN_MODELTRAINER_DRIVERS", Choice("train", "sdk"), "train",
             "sdk: SDK v3's own drivers run instead of train", "ModelTrainer jobs", read_by="the image's shell hook (docker/modeltrainer-hook.sh)"),
@@ -174,8 +199,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
             default_text="8388608 (8 MiB)", read_by=S3_PLUGIN),
     Setting("s3_uploads_in_flight", None, "SMTRAIN_S3_UPLOADS_IN_FLIGHT", WholeNumber("parts", (1, 1024),
             "a whole number 1-1024"), 8, "parts of one file uploaded at once", read_by=S3_PLUGIN),
-    Setting("native_pipes", None, "SMTRAIN_NATIVE_PIPES", CHOICE_0_1, "1",
-            "0: read Pipe mode through Python instead of the native op", "Pipe mode", read_by="smtrain.data.native"),
+    NATIVE_PIPES,
 )
 
 
@@ -206,7 +230,7 @@ def load_settings(decoded: Mapping[str, Any], environ: Mapping[str, str], contex
     values = {}
     for setting in table:
         loaded = setting.read_by == TRAIN
-        if not loaded and (setting.type is TEXT or "," in (setting.variable or "") or "," in (setting.hyperparameter or "")):
+        if not loaded and setting.type is TEXT:
             continue  # read, and checked, where it acts
         raw = setting.raw(decoded, environ)
         if raw is None:
@@ -224,10 +248,8 @@ def load_settings(decoded: Mapping[str, Any], environ: Mapping[str, str], contex
 
 
 def _given_by(setting: Setting[Any]) -> str:
-    """`hyperparameter` / `VARIABLE`, each part's names in backticks."""
-    parts = [", ".join(f"`{name.strip()}`" for name in part.split(",")) for part in (setting.hyperparameter,
-                                                                                     setting.variable) if part]
-    return " / ".join(parts)
+    """`hyperparameter` / `VARIABLE`."""
+    return " / ".join(f"`{name}`" for name in (setting.hyperparameter, setting.variable) if name)
 
 
 def _default_shown(setting: Setting[Any]) -> str:

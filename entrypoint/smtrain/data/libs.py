@@ -6,9 +6,11 @@ import os
 import sys
 from pathlib import Path
 
+from ..config.settings import NATIVE_PIPES
+
 __all__ = ["LIBRARY_DIR_ENV", "NATIVE_ENV", "library_dir", "native_wanted"]
 
-NATIVE_ENV = "SMTRAIN_NATIVE_PIPES"  # "0": Python only (the reader and the demultiplexer's framing)
+NATIVE_ENV = NATIVE_PIPES.variable  # "0": Python only (the reader and the demultiplexer's framing)
 LIBRARY_DIR_ENV = "SMTRAIN_NATIVE_DIR"  # another folder than <venv>/lib/smtrain-native (tests)
 
 
@@ -19,4 +21,4 @@ def library_dir() -> Path:
 
 def native_wanted() -> bool:
     """False when SMTRAIN_NATIVE_PIPES=0 asks for the Python reader."""
-    return os.environ.get(NATIVE_ENV, "1") != "0"
+    return os.environ.get(NATIVE_ENV, NATIVE_PIPES.default) != "0"

@@ -31,6 +31,7 @@ import re
 from pathlib import Path
 from typing import Mapping, NamedTuple, Optional, Sequence
 
+from ..config.settings import PIPE_DEALING
 from ..wire.pipe_assignment import DEMUX_FOLDER, PipeAssignment, PipeMode, demux_prefix
 from ..wire.record_format import RecordFormat
 
@@ -143,7 +144,7 @@ def dealing_notes(assignments: Sequence[PipeAssignment], distribution: Mapping[s
             how = (f"every host receives the whole channel (FullyReplicated) and deals it alike, in whole records, to "
                    f"the job's ranks that open it, over its {hosts} hosts: each record reaches one rank an epoch, every "
                    "rank the same count (at most one fewer than the readers left out an epoch); a .shard() on a "
-                   "PipeModeDataset is ignored (SMTRAIN_PIPE_DEALING=host: each host's ranks share the whole channel)")
+                   f"PipeModeDataset is ignored ({PIPE_DEALING.variable}=host: each host's ranks share the whole channel)")
         elif a.mode is PipeMode.DEMUX and ranks_per_host > 1:
             how = (f"dealt in whole records to those of this host's {ranks_per_host} ranks that open it, in equal "
                    f"counts (at most {ranks_per_host - 1} records an epoch left out)")

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple, Optional
 
 from ..wire.programs import INTERMEDIATE_SYNC
 from ..config.model import TrainingConfig
+from ..config.settings import S3_OUTPUT
 from ..errors import ConfigError
 
 __all__ = ["IntermediateSync", "intermediate_sync"]
@@ -35,17 +36,18 @@ class IntermediateSync(NamedTuple):
 
 def intermediate_sync(config: TrainingConfig, folder_exists: bool) -> Optional[IntermediateSync]:
     """The sync this host runs, if any (`folder_exists`: output/intermediate is there when the job starts)."""
-    location = config.hyperparameters.get("sagemaker_s3_output")
+    name = S3_OUTPUT.hyperparameter
+    location = config.hyperparameters.get(name)
     if not location or folder_exists:
         return None
     location = str(location)
     if location.startswith("file://"):
         return None
     if not location.startswith("s3://"):
-        raise ConfigError(f"hyperparameter sagemaker_s3_output: expected an s3:// or file:// location, got {location!r}")
+        raise ConfigError(f"hyperparameter {name}: expected an s3:// or file:// location, got {location!r}")
     bucket, _, path = location[len("s3://"):].partition("/")
     if not bucket:
-        raise ConfigError(f"hyperparameter sagemaker_s3_output: {location!r} names no bucket")
+        raise ConfigError(f"hyperparameter {name}: {location!r} names no bucket")
     job = config.environ.get("TRAINING_JOB_NAME", "")
     prefix = "/".join(part for part in (path.strip("/"), job, "output", "intermediate") if part)
     paths = config.paths

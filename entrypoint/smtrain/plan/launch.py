@@ -12,8 +12,8 @@ from ..wire.programs import DEMUX, MONITOR, REPORT
 from ..config.hyperparameters import to_cmd_args
 from ..config.model import HostFacts, InputMode, TrainingConfig
 from ..config.secrets import Redactor
-from ..config.settings import LIVE_METRICS, MAX_RESTARTS, Settings
-from ..wire.contract import SKIP_TEARDOWN_ENV, without_internals
+from ..config.settings import CHECKPOINT_DIR, LIVE_METRICS, MAX_RESTARTS, SKIP_TEARDOWN, Settings
+from ..wire.contract import without_internals
 from ..wire.pipe_assignment import JobAddress, PipeAssignment, PipeMode, demux_folder, pipe_env
 from ..wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
 from ..wire.record_format import RecordFormat
@@ -182,9 +182,9 @@ def teardown_env(config: TrainingConfig) -> dict[str, str]:
     """Where restarts in place are asked for, a program that dies of an uncaught exception skips the
     interpreter's teardown (its start-up hook), so that the job starts again sooner; the user's own
     SM_SKIP_TEARDOWN_ON_FAILURE (0 or 1) wins."""
-    if config.settings[MAX_RESTARTS] == 0 or SKIP_TEARDOWN_ENV in config.environ:
+    if config.settings[MAX_RESTARTS] == 0 or SKIP_TEARDOWN.variable in config.environ:
         return {}
-    return {SKIP_TEARDOWN_ENV: "1"}
+    return {SKIP_TEARDOWN.variable: "1"}
 
 
 def profiler_folder(config: TrainingConfig) -> Optional[Path]:
@@ -222,7 +222,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
             **(asked.environment(config, shape.hosts) if asked is not None else {}),
             **sm_env_vars(config, facts, shape),
             **modeltrainer_env_vars(config, facts),  # SDK v3's drivers' names win in a job ModelTrainer started
-            "SM_CHECKPOINT_DIR": str(config.checkpoint_dir),
+            CHECKPOINT_DIR.variable: str(config.checkpoint_dir),
             **profiler_env(config),
             **teardown_env(config),
             **({"SM_TENSORBOARD_DIR": str(config.tensorboard_dir)} if config.tensorboard_dir else {}),

@@ -22,13 +22,12 @@ from typing import NamedTuple, Optional
 
 from ..wire.programs import FEEDER
 from ..config.model import InputMode, TrainingConfig
+from ..config.settings import PIPE_EMULATION
 from ..errors import ConfigError
 
-__all__ = ["CHECKPOINTS_CHANNEL", "EMULATION_ENV", "EMULATION_HP", "NOT_EMULATED", "CheckpointCarry", "checkpoint_carry",
+__all__ = ["CHECKPOINTS_CHANNEL", "NOT_EMULATED", "CheckpointCarry", "checkpoint_carry",
     "describe", "emulated_channels", "feeder_command", "local_mode"]
 
-EMULATION_HP = "sagemaker_pipe_emulation"
-EMULATION_ENV = "SM_PIPE_EMULATION"
 CHECKPOINTS_CHANNEL = "checkpoints"  # a checkpoint folder carried into a local run (smtrain.run.carry)
 # ModelTrainer's driver and code channels, and the checkpoint folder
 NOT_EMULATED = frozenset({"sm_drivers", "code", CHECKPOINTS_CHANNEL})
@@ -41,9 +40,10 @@ def local_mode(config: TrainingConfig) -> bool:
 
 
 def _setting(config: TrainingConfig) -> tuple[str, str]:
-    if EMULATION_ENV in config.environ:
-        return str(config.environ[EMULATION_ENV]).strip(), f"environment variable {EMULATION_ENV}"
-    return str(config.hyperparameters.get(EMULATION_HP, _AUTO)).strip(), f"hyperparameter '{EMULATION_HP}'"
+    variable, hyperparameter = PIPE_EMULATION.variable, PIPE_EMULATION.hyperparameter
+    if variable in config.environ:
+        return str(config.environ[variable]).strip(), f"environment variable {variable}"
+    return str(config.hyperparameters.get(hyperparameter, PIPE_EMULATION.default)).strip(), f"hyperparameter '{hyperparameter}'"
 
 
 def emulated_channels(config: TrainingConfig) -> tuple[str, ...]:

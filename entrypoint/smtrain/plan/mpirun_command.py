@@ -27,6 +27,7 @@ import shlex
 from typing import Mapping, NamedTuple, Optional, Sequence
 
 from ..config.model import NetworkFacts
+from ..config.settings import CURRENT_HOST
 from ..wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY
 
 __all__ = ["EFA_RDMA_INSTANCE_TYPES", "OUTPUT_OPTIONS", "mpirun_shapes_output", "ssh_port", "NOT_EXPORTED", "NOT_EXPORTED_PREFIXES", "SSHD", "MpiLayout",
@@ -105,7 +106,7 @@ NOT_EXPORTED = frozenset(
     {
         "HOSTNAME", "PWD", "OLDPWD", "SHLVL", "_", "TERM", "SHELL", "HOME", "USER", "LOGNAME", "MAIL",
         "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK", "DISPLAY", "LS_COLORS", "PS1",
-        "CURRENT_HOST", "SM_CURRENT_HOST",
+        "CURRENT_HOST", CURRENT_HOST.variable,
     }
 )  # fmt: skip
 NOT_EXPORTED_PREFIXES = ("BASH_FUNC_", "OMPI_", "PMIX_", "OPAL_", "ORTE_")

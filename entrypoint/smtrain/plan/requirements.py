@@ -18,13 +18,11 @@ from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
 from ..config.model import CodeFacts, TrainingConfig
+from ..config.settings import CODEARTIFACT, WARM_POOL_CACHE
 from ..errors import ConfigError
 
-__all__ = ["CA_REPOSITORY_ARN_ENV", "CodeArtifactRepository", "RequirementsPlan", "WARMPOOL_CACHE_ENV",
-           "requirements_plan"]
+__all__ = ["CodeArtifactRepository", "RequirementsPlan", "requirements_plan"]
 
-CA_REPOSITORY_ARN_ENV = "CA_REPOSITORY_ARN"
-WARMPOOL_CACHE_ENV = "SAGEMAKER_MANAGED_WARMPOOL_CACHE_DIRECTORY"
 _ARN = re.compile(r"^arn:(?P<partition>[^:]+):codeartifact:(?P<region>[^:]+):(?P<account>[^:]+)"
                   r":repository/(?P<domain>[^/]+)/(?P<repository>.+)$")
 
@@ -58,12 +56,12 @@ class RequirementsPlan(NamedTuple):
 
 def codeartifact_repository(environ: Mapping[str, str]) -> Optional[CodeArtifactRepository]:
     """The repository CA_REPOSITORY_ARN names; ConfigError naming it where it is not a repository's ARN."""
-    arn = environ.get(CA_REPOSITORY_ARN_ENV)
+    arn = environ.get(CODEARTIFACT.variable)
     if not arn:
         return None
     match = _ARN.match(arn)
     if match is None:
-        raise ConfigError(f"environment variable {CA_REPOSITORY_ARN_ENV}: expected a CodeArtifact repository's ARN "
+        raise ConfigError(f"environment variable {CODEARTIFACT.variable}: expected a CodeArtifact repository's ARN "
                           f"(arn:aws:codeartifact:REGION:ACCOUNT:repository/DOMAIN/REPOSITORY), got {arn!r}")
     return CodeArtifactRepository(match["region"], match["account"], match["domain"], match["repository"])
 
@@ -80,6 +78,6 @@ def requirements_plan(config: TrainingConfig, program_dir: Path, fetched: bool, 
         beside = fetched or code.has_requirements
         file = program_dir / "requirements.txt" if beside else None
         rule = "sagemaker-training: requirements.txt beside the program" + ("" if beside else " (there is none)")
-    cache = config.environ.get(WARMPOOL_CACHE_ENV)
+    cache = config.environ.get(WARM_POOL_CACHE.variable)
     return RequirementsPlan(file, trainer is not None and file is not None, rule, codeartifact_repository(config.environ),
                             Path(cache) / "smtrain" / "wheels" if cache and file else None)

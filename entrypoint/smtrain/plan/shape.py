@@ -14,6 +14,7 @@ import enum
 from typing import Any, Mapping, NamedTuple, Optional, Protocol, Sequence
 
 from ..config.model import InstanceGroup, TrainingConfig
+from ..config.settings import DISTRIBUTION_GROUPS
 
 __all__ = ["JobShape", "Role", "RunsOn", "distribution_groups", "distribution_hosts", "job_shape"]
 
@@ -55,8 +56,8 @@ def distribution_groups(framework: Mapping[str, Any], current_group: str, flags:
                         asked: bool = False) -> list[Any]:
     """`sagemaker_distribution_instance_groups`, else the current group when a distribution is on (one of
     `flags`, or `asked`: SDK v3's ModelTrainer asks for MPI in its own files, not by a flag)."""
-    if "sagemaker_distribution_instance_groups" in framework:
-        return list(framework["sagemaker_distribution_instance_groups"])
+    if DISTRIBUTION_GROUPS.hyperparameter in framework:
+        return list(framework[DISTRIBUTION_GROUPS.hyperparameter])
     return [current_group] if asked or any(framework.get(flag, False) for flag in flags) else []
 
 

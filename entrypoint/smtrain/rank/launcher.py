@@ -19,7 +19,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from ..common import console
 from ..common.signals import SHUTDOWN_SIGNALS, SignalWaker
 from ..config.defaults import DEFAULT_BASE_DIR, STALL_EXIT_HOLD_S
-from ..config.settings import GRACE_PERIOD
+from ..config.settings import CURRENT_HOST, GRACE_PERIOD, NUM_GPUS
 from ..config.secrets import Redactor
 from ..proc.rank_progress import ProgressFile
 from ..proc.supervise import supervise
@@ -27,7 +27,7 @@ from ..wire.contract import RankContract, without_internals
 from ..wire.pipe_assignment import PipeMode, pipe_env, rank_ended_marker
 from .collectives import check_interval_s
 from .output import send_output_to_master
-from .reporter import ProgressReporter, Reporter, task_rank
+from .reporter import ProgressReporter, Reporter, task_host, task_rank
 from .startup_hook import with_startup_hook
 from .watch import REPORT_TAIL_BYTES, FailureWatch
 
@@ -56,7 +56,7 @@ def rank_env(environ: Mapping[str, str], contract: Optional[RankContract]) -> di
             env[ours] = environ[theirs]
     host = local_host(environ)
     if host:
-        env["SM_CURRENT_HOST"] = env["CURRENT_HOST"] = host
+        env[CURRENT_HOST.variable] = env["CURRENT_HOST"] = host
     if contract is not None:
         env.update(pipe_env(contract.pipes, int(env.get("SM_LOCAL_RANK", "0")), int(env.get("SM_RANK", "0"))))
         if contract.stall_timeout_s > 0:  # the user's own setting wins
@@ -78,7 +78,7 @@ def cpu_share(env: Mapping[str, str], cores: int) -> dict[str, str]:
     thread waits in MPI every cycle, and spinning there takes a core from the ranks' compute.
     Variables the user set are left alone; with GPUs nothing is set."""
     local_size = int(env.get("SM_LOCAL_SIZE", "1") or 1)
-    if env.get("SM_NUM_GPUS", "0") not in ("", "0") or local_size < 2:
+    if env.get(NUM_GPUS.variable, "0") not in ("", "0") or local_size < 2:
         return {}
     threads = str(max(1, cores // local_size))
     wanted = {**{name: threads for name in THREAD_VARIABLES}, MPI_YIELD: "1"}
@@ -115,8 +115,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     contract = RankContract.from_environ(os.environ)
     env = rank_env(os.environ, contract)
     if contract is not None and contract.output:
-        send_output_to_master(contract, env.get("SM_CURRENT_HOST", "?"), task_rank(env, contract))
-    console.set_prefix(f"[train rank {task_rank(env, contract)}@{env.get('SM_CURRENT_HOST', '?')}] ")
+        send_output_to_master(contract, task_host(env), task_rank(env, contract))
+    console.set_prefix(f"[train rank {task_rank(env, contract)}@{task_host(env)}] ")
     console.set_redactor(Redactor.of(env))
     grace = contract.grace_period_s if contract else GRACE_PERIOD.default
     reporter = Reporter(contract, env, args[-1] if len(args) == 1 else args[1])

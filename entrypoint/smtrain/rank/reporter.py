@@ -8,6 +8,7 @@ import time
 from typing import Callable, Mapping, Optional
 
 from ..common import console
+from ..config.settings import CURRENT_HOST
 from ..proc.rank_progress import ProgressFile, dump_stacks
 from ..wire.contract import RankContract
 from ..wire.control_protocol import ControlClient, MessageType
@@ -15,7 +16,12 @@ from ..wire.progress_file import Counts
 from ..wire.rank_failure import RankFailure
 from .collectives import CollectiveWaits, StallInspectorLines
 
-__all__ = ["ProgressReporter", "Reporter", "task_rank"]
+__all__ = ["ProgressReporter", "Reporter", "task_host", "task_rank"]
+
+
+def task_host(env: Mapping[str, str]) -> str:
+    """The rank's own host, as its environment names it ("?" where none does)."""
+    return env.get(CURRENT_HOST.variable, "?")
 
 
 def task_rank(env: Mapping[str, str], contract: Optional[RankContract]) -> int:
@@ -28,7 +34,7 @@ class Reporter:
 
     def __init__(self, contract: Optional[RankContract], env: Mapping[str, str], program: str) -> None:
         self._contract = contract
-        self._host = env.get("SM_CURRENT_HOST", "?")
+        self._host = task_host(env)
         self._rank = task_rank(env, contract)
         self._local_rank = int(env.get("SM_LOCAL_RANK", "-1"))
         self.program = program
@@ -58,7 +64,7 @@ class ProgressReporter:
     def __init__(self, contract: RankContract, env: Mapping[str, str], progress: ProgressFile,
                  dump: Callable[[], None] = dump_stacks) -> None:
         self._contract, self._progress, self._dump = contract, progress, dump
-        self._host, self._rank = env.get("SM_CURRENT_HOST", "?"), task_rank(env, contract)
+        self._host, self._rank = task_host(env), task_rank(env, contract)
         self._stopped = threading.Event()
         self.stall_dumped = threading.Event()  # the master said the job stalled; SIGABRT sent
         self._waits = CollectiveWaits()

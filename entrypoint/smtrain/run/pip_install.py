@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from ..common.console import log
+from ..config.settings import CODEARTIFACT
 from ..errors import CodeSetupFailed
 from ..plan.requirements import CodeArtifactRepository, RequirementsPlan
 
@@ -27,8 +28,8 @@ def codeartifact_index(repository: CodeArtifactRepository, client: Optional[Any]
         try:
             import boto3  # only for a CodeArtifact job: never on the common launch path
         except ImportError:
-            raise CodeSetupFailed("CA_REPOSITORY_ARN names a CodeArtifact repository, but boto3 is not installed in "
-                                  "this image") from None
+            raise CodeSetupFailed(f"{CODEARTIFACT.variable} names a CodeArtifact repository, but boto3 is not "
+                                  "installed in this image") from None
         client = boto3.client("codeartifact", region_name=repository.region)
     where = f"CodeArtifact repository {repository.domain}/{repository.repository} ({repository.region})"
     try:

@@ -15,6 +15,7 @@ import socket
 import threading
 from typing import Any, Callable, Mapping, Optional
 
+from ..config.settings import PIPE_DEALING
 from ..wire.control_protocol import LineReader, MessageType, encode
 
 __all__ = ["MAX_CONSUMED", "PipeDealings"]
@@ -107,4 +108,4 @@ class PipeDealings:
             self._log(f"Pipe channel {channel} epoch {fields['epoch']}: the hosts received different streams ({hosts}): "
                       "its records were not dealt exactly once over the job's ranks. Does every host receive the same "
                       "records in the same order (S3DistributionType FullyReplicated, one ShuffleConfig)? "
-                      "SMTRAIN_PIPE_DEALING=host deals each host's stream to its own ranks alone")
+                      f"{PIPE_DEALING.variable}=host deals each host's stream to its own ranks alone")

@@ -6,6 +6,7 @@ from typing import Callable, Optional
 
 from ..common.console import log
 from ..common.signals import SignalWaker
+from ..config.settings import CONTROL_PORT
 from ..errors import PeersUnreachable, StartupFailed, ToolkitError
 from ..plan.coordination import Coordination
 from .control_server import ControlServer
@@ -28,7 +29,7 @@ def open_control(coordination: Coordination, token: str, waker: SignalWaker, adm
                              progress=progress)
     except OSError as e:
         raise StartupFailed(f"cannot listen on the control port {coordination.control_bind}:{coordination.control_port}: "
-                            f"{e.strerror} (set SM_CONTROL_PORT to a free port)") from None
+                            f"{e.strerror} (set {CONTROL_PORT.variable} to a free port)") from None
 
 
 def await_workers(server: ControlServer, coordination: Coordination, not_admitted: Callable[[list[str]], str]) -> None:

@@ -16,11 +16,8 @@ from .pipe_assignment import PipeAssignment
 
 RANK_CONTRACT_ENV = "SMTRAIN_RANK_CONTRACT"
 INTERNAL_VARIABLES = frozenset({RANK_CONTRACT_ENV})  # what the program never sees
-# "1": the program's start-up hook ends it right after its atexit handlers when its main thread died of
-# an uncaught exception (rank/startup/sitecustomize.py, which cannot import this module, names it too)
-SKIP_TEARDOWN_ENV = "SM_SKIP_TEARDOWN_ON_FAILURE"
 
-__all__ = ["INTERNAL_VARIABLES", "RANK_CONTRACT_ENV", "SKIP_TEARDOWN_ENV", "RankContract", "without_internals"]
+__all__ = ["INTERNAL_VARIABLES", "RANK_CONTRACT_ENV", "RankContract", "without_internals"]
 
 
 class RankContract(NamedTuple):

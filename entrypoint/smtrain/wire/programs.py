@@ -32,6 +32,6 @@ REPORT = Program("profiler report", "smtrain.profiler.job_report",
                  "train on the master (or alone) at the job's start; it writes the report at the end")
 TF_SERVER = Program("parameter server", "smtrain.run.tfserver", "train beside the program, on parameter-server hosts")
 INTERMEDIATE_SYNC = Program("intermediate output syncer", "smtrain.sync.intermediate_output",
-                            "train on every host, where the job has an S3 output (sagemaker_s3_output)")
+                            "train on every host, where the job names an S3 output for its intermediate files")
 
 PROGRAMS: tuple[Program, ...] = (TRAIN, RANK_LAUNCHER, DEMUX, FEEDER, MONITOR, REPORT, TF_SERVER, INTERMEDIATE_SYNC)

@@ -10,7 +10,7 @@ from typing import Optional
 
 from ...wire.programs import RANK_LAUNCHER
 from ...config.model import MpiSettings, TrainingConfig
-from ...config.settings import MAX_RESTARTS, SSHD_CONFIG, SSHD_PORT
+from ...config.settings import MAX_RESTARTS, MPI_ENABLED, SSHD_CONFIG, SSHD_PORT
 from ...wire.contract import RANK_CONTRACT_ENV, without_internals
 from ...wire.ssh_trust import CONTROL_PATH, SSH_DIR
 from ..kind import HostPart, Kind, KindInputs
@@ -24,7 +24,7 @@ class Mpi(Kind):
     """mpirun's command on the master; sshd on a worker; every rank, host after host (--map-by slot)."""
 
     name = "mpi"
-    flag = "sagemaker_mpi_enabled"
+    flag = MPI_ENABLED.hyperparameter
     offer = f"Horovod and MPI jobs (distribution={{'mpi': {{'enabled': True}}}}, i.e. {flag})"
 
     def asked(self, config: TrainingConfig) -> bool:

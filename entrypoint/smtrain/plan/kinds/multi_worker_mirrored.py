@@ -8,6 +8,7 @@ import json
 from typing import Any, Sequence
 
 from ...config.model import TrainingConfig
+from ...config.settings import MULTI_WORKER_MIRRORED
 from ..coordination import JobEnd
 from ..kind import HostPart, Kind, KindInputs
 from ..tfconfig import Task, addresses
@@ -28,7 +29,7 @@ class MultiWorkerMirrored(Kind):
     """Worker i on the distribution's host i."""
 
     name = "multi-worker-mirrored"
-    flag = "sagemaker_multi_worker_mirrored_strategy_enabled"
+    flag = MULTI_WORKER_MIRRORED.hyperparameter
     offer = f"TensorFlow's MultiWorkerMirroredStrategy ({flag})"
 
     def runs_on(self, config: TrainingConfig, groups: tuple[str, ...], hosts: tuple[str, ...]) -> bool:

@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 from ...wire.programs import RANK_LAUNCHER, TF_SERVER
 from ...config.model import TrainingConfig
+from ...config.settings import PARAMETER_SERVER
 from ..coordination import JobEnd
 from ..coordination import Companion
 from ..kind import HostPart, Kind, KindInputs
@@ -48,7 +49,7 @@ class ParameterServer(Kind):
     """Tasks numbered programs first (host order), then the parameter servers."""
 
     name = "parameter-server"
-    flag = "sagemaker_parameter_server_enabled"
+    flag = PARAMETER_SERVER.hyperparameter
     offer = f"TensorFlow's parameter servers ({flag})"
 
     def runs_on(self, config: TrainingConfig, groups: tuple[str, ...], hosts: tuple[str, ...]) -> bool:

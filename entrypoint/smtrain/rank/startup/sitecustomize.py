@@ -21,7 +21,9 @@ PROFILED_MODULES = ("keras.src.callbacks.callback_list", "tf_keras.src.callbacks
                     "tensorflow.python.eager.polymorphic_function.polymorphic_function",
                     "tensorflow.python.eager.backprop", "horovod.tensorflow")
 _STEP_HOOK = "smtrain.common.stephook"
-SKIP_TEARDOWN_ENV = "SM_SKIP_TEARDOWN_ON_FAILURE"  # smtrain.wire.contract's (a unit test checks they agree)
+# The settings' names this hook reads: smtrain.config.settings' SKIP_TEARDOWN and CURRENT_HOST (a test checks they agree)
+SKIP_TEARDOWN_ENV = "SM_SKIP_TEARDOWN_ON_FAILURE"
+CURRENT_HOST_ENV = "SM_CURRENT_HOST"
 UNCAUGHT_OFFSET = 56  # smtrain.wire.progress_file's, in the file SM_PROGRESS_FILE names (checked likewise)
 
 
@@ -113,7 +115,7 @@ class _StepProfiler:
             if settings is None or not (settings.steps or settings.detailed or settings.python):
                 return
             # mpirun gives every rank the master's settings: the host is the rank's own (the rank launcher's)
-            settings = settings._replace(host=os.environ.get("SM_CURRENT_HOST") or settings.host)
+            settings = settings._replace(host=os.environ.get(CURRENT_HOST_ENV) or settings.host)
             from smtrain.profiler import hooks
             from smtrain.profiler.steps import StepRecorder
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
+from .settings import CHECKPOINT_DIR, CURRENT_HOST, SKIP_TEARDOWN
+
 __all__ = ["ADDED", "ProgramVariable", "declared", "markdown_table"]
 
 
@@ -20,9 +22,9 @@ class ProgramVariable(NamedTuple):
 
 ADDED: tuple[ProgramVariable, ...] = (
     ProgramVariable(("SM_RANK", "SM_SIZE", "SM_LOCAL_RANK", "SM_LOCAL_SIZE"),
-                    "under MPI, the rank's place in the job and on its host; `SM_CURRENT_HOST` and `CURRENT_HOST` "
-                    "are the rank's own host"),
-    ProgramVariable(("SM_CHECKPOINT_DIR",), "the checkpoint folder (`checkpointconfig.json`'s, else `/opt/ml/checkpoints`)"),
+                    f"under MPI, the rank's place in the job and on its host; `{CURRENT_HOST.variable}` and "
+                    "`CURRENT_HOST` are the rank's own host"),
+    ProgramVariable((CHECKPOINT_DIR.variable,), "the checkpoint folder (`checkpointconfig.json`'s, else `/opt/ml/checkpoints`)"),
     ProgramVariable(("SM_PIPE_<C>", "SM_PIPE_FORMAT_<C>", "SM_PIPE_MODE_<C>", "SM_PIPE_SHUFFLED_<C>",
                      "SM_PIPE_DEALT_<C>"),
                     "each Pipe channel's FIFO prefix for this rank (epoch e is `<prefix>_<e>`), its record format, "
@@ -40,7 +42,7 @@ ADDED: tuple[ProgramVariable, ...] = (
     ProgramVariable(("OMPI_MCA_mpi_yield_when_idle",),
                     "1 unless set, under MPI without GPUs with P >= 2 ranks a host: a rank waiting in MPI (Horovod's "
                     "background thread, every cycle) yields its core to the ranks' compute"),
-    ProgramVariable(("SM_SKIP_TEARDOWN_ON_FAILURE",), "1 where restarts in place are asked for, unless set"),
+    ProgramVariable((SKIP_TEARDOWN.variable,), "1 where restarts in place are asked for, unless set"),
     ProgramVariable(("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE", "FI_PROVIDER",
                      "FI_EFA_USE_DEVICE_RDMA", "NCCL_PROTO", "NCCL_DEBUG"),
                     "under MPI, the network: the table below"),
