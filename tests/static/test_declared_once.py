@@ -70,3 +70,13 @@ def test_the_check_finds_a_name_spelled_in_code_and_leaves_docstrings_alone(tmp_
                                         'WHY = f"set SM_GRACE_PERIOD_SECONDS={1}"\n')
     assert spelled_outside(tmp_path, {"SM_STALL_TIMEOUT_SECONDS", "SM_GRACE_PERIOD_SECONDS"}) == [
         "reader.py:7: SM_STALL_TIMEOUT_SECONDS", "reader.py:8: SM_GRACE_PERIOD_SECONDS"]
+
+
+def test_the_s3_plugins_sizes_are_the_rows_defaults_and_lower_bounds() -> None:
+    """The s3:// file system (C++) reads its own variables; their defaults and minimums are the rows'."""
+    source = (PACKAGE.parent.parent / "native" / "s3" / "filesystem.cc").read_text(encoding="utf-8")
+    number = r"(\d+(?: << \d+)?)"
+    read = {name: (eval(default), eval(minimum))  # noqa: S307 - "8 << 20": digits and shifts, matched above
+            for name, default, minimum in re.findall(r'SizeEnv\("(\w+)", ' + number + ", " + number + r"\)", source)}
+    rows = {s.variable: (s.default, s.type.bounds[0]) for s in SETTINGS if s.variable in read}
+    assert len(read) == 4 and read == rows, (read, rows)
