@@ -199,7 +199,7 @@ def test_a_helper_that_ignores_sigterm_does_not_stretch_the_exit(tmp_path: Path)
 def test_helpers_asked_to_stop_finish_while_train_goes_on_and_get_one_sigterm(tmp_path: Path) -> None:
     """`ask_to_stop` (the master, before it gathers the workers' profiler data): SIGTERM now, no wait; `stop`
     then waits for the helper's own end, without a second SIGTERM (which would cut its last write short)."""
-    from smtrain.proc.helpers import HelperGroup
+    from smtrain.proc.helpers import HelperGroup, HelperSpec
 
     told = tmp_path / "told"
     code = ("import signal, sys, time\n"
@@ -209,7 +209,7 @@ def test_helpers_asked_to_stop_finish_while_train_goes_on_and_get_one_sigterm(tm
             "time.sleep(60)\n")
     helpers = HelperGroup()
     with helpers:
-        helper = helpers.start("slow to stop", [sys.executable, "-c", code])
+        helper = helpers.start(HelperSpec("slow to stop", (sys.executable, "-c", code)))
         deadline = time.monotonic() + 30
         while not _catches_sigterm(helper.process.pid) and time.monotonic() < deadline:
             time.sleep(0.02)

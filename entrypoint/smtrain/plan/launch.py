@@ -21,7 +21,7 @@ from .coordination import Coordination
 from .fifo_plan import dealing_notes, relays
 from .kind import HostPart, KindInputs
 from .kinds import choose
-from .localmode import checkpoint_carry, emulated_channels, feeder_command
+from .localmode import checkpoint_carry, describe as describe_emulation, emulated_channels, feeder_command
 from .modeltrainer_env import modeltrainer_env_vars
 from .intermediate import IntermediateSync, intermediate_sync
 from .program import ProgramLaunch, plan_program
@@ -270,7 +270,8 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         checkpoint_dir=config.checkpoint_dir,
         restore_checkpoints_from=carry.restore_from,
         keep_checkpoints_in=carry.keep_in,
-        notes=network_notes(facts, shape) + part.notes + dealing_notes(
+        notes=network_notes(facts, shape) + ((describe_emulation(emulated),) if emulated else ()) + part.notes
+        + dealing_notes(
             part.pipes, {c.name: c.s3_distribution_type for c in config.channels}, part.ranks_per_host,
             len(config.resources.hosts)),
     )

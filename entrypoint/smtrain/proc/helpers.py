@@ -1,5 +1,8 @@
-"""The toolkit's own processes beside the program (system monitor, demultiplexers, sshd, feeder):
-started in their own sessions, their output relayed in whole lines, and stopped along one path.
+"""The toolkit's own processes beside the program (system monitor, demultiplexers, sshd, feeder, the
+intermediate output's syncer, the warm profiler report): each declared as a `HelperSpec` (what runs, and how
+it ends), started in its own session into the job's one `HelperGroup`, its output relayed in whole lines,
+and stopped along one path. Those that outlive the program (`outlives_program`: the syncer, the report) are
+left running by the group's stop and ended by the job once its outcome is written (`HelperGroup.outliving`).
 
 Stopping: every helper gets SIGTERM at once, then all are waited for against one deadline, then
 whatever is left gets SIGKILL. One helper that ignores SIGTERM costs the deadline once, not once
@@ -13,17 +16,34 @@ import subprocess
 import time
 from typing import Callable, Mapping, NamedTuple, Optional, Sequence
 
+from ..common import linux
 from ..common.console import log
 from ..config.defaults import HELPER_STOP_S
 from .streams import LineRelay
 
-__all__ = ["Helper", "HelperGroup", "spawn_helper", "stop_all"]
+__all__ = ["Helper", "HelperGroup", "HelperSpec", "spawn_helper", "stop_all"]
+
+
+class HelperSpec(NamedTuple):
+    """One helper process, declared: what runs, and how it ends."""
+    name: str  # for log lines: "system monitor", "demultiplexer train", "sshd"
+    argv: tuple[str, ...]
+    outlives_program: bool = False  # left running when the program ends; the job ends it after its outcome is out
+    parent_death: bool = False  # SIGTERM should `train` die, however it dies (it writes its last samples, then goes)
+    nice: int = 0  # added to its niceness (the warm report: not to slow the job's start-up)
+    told: bool = False  # its stdin a pipe: it is told later what to do
+    env: Optional[Mapping[str, str]] = None  # None: train's own
+    optional: bool = False  # where it cannot start, the job goes on without it (said in the log)
+
+    def to_json(self) -> dict[str, object]:
+        return {"name": self.name, "argv": list(self.argv), "outlives_program": self.outlives_program}
 
 
 class Helper(NamedTuple):
-    """A process the toolkit runs beside the program (the monitor, a demultiplexer, sshd)."""
-    name: str  # for log lines: "monitor", "demultiplexer train", "sshd"
+    """A helper process running, as its spec declared it."""
+    name: str
     process: subprocess.Popen
+    spec: Optional[HelperSpec] = None
 
 
 def spawn_helper(argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None,
@@ -89,12 +109,35 @@ class HelperGroup:
         self.helpers: list[Helper] = []
         self._asked = False  # ask_to_stop has sent SIGTERM to every helper
 
-    def start(self, name: str, argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None,
-              env: Optional[Mapping[str, str]] = None) -> Helper:
-        """Starts a helper process and keeps it in the group."""
-        helper = Helper(name, spawn_helper(argv, preexec_fn, env))
+    def start(self, spec: HelperSpec) -> Optional[Helper]:
+        """Starts the helper `spec` declares and keeps it in the group; None where an optional one could not start."""
+        parent = os.getpid()
+
+        def before_exec() -> None:
+            if spec.parent_death:
+                linux.set_parent_death_signal(signal.SIGTERM, parent)
+            if spec.nice:
+                os.nice(spec.nice)
+
+        try:
+            process = spawn_helper(spec.argv, before_exec if spec.parent_death or spec.nice else None, spec.env,
+                                   subprocess.PIPE if spec.told else subprocess.DEVNULL)
+        except OSError as e:
+            if not spec.optional:
+                raise
+            log(f"the {spec.name} could not start: {e}")
+            return None
+        helper = Helper(spec.name, process, spec)
         self.helpers.append(helper)
         return helper
+
+    def get(self, name: str) -> Optional[Helper]:
+        """The helper of that name, if the group has it."""
+        return next((h for h in self.helpers if h.name == name), None)
+
+    def outliving(self) -> list[Helper]:
+        """The helpers left running when the program ends, out of this group (the job ends them: its caller)."""
+        return self.take([h.name for h in self.helpers if h.spec is not None and h.spec.outlives_program], exact=True)
 
     def take(self, prefixes: Sequence[str], exact: bool = False) -> list[Helper]:
         """The helpers whose names start with one of `prefixes` (`exact`: are one of them), out of this
@@ -112,13 +155,17 @@ class HelperGroup:
         """SIGTERM to every helper now, without waiting for them: they finish (the monitor writes its last
         samples) while `train` does something else, and `stop()` then waits for them."""
         if not self._asked:
-            _terminate(self.helpers)
+            _terminate(self._ending())
             self._asked = True
 
     def stop(self) -> None:
         """Stops every helper of the group: SIGTERM at once (unless asked already), SIGKILL to those left after
         one deadline."""
-        stop_all(self.helpers, signalled=self._asked)
+        stop_all(self._ending(), signalled=self._asked)
+
+    def _ending(self) -> list[Helper]:
+        """The helpers that end with the program (not those that outlive it)."""
+        return [h for h in self.helpers if h.spec is None or not h.spec.outlives_program]
 
     def __enter__(self) -> "HelperGroup":
         return self

@@ -15,7 +15,7 @@ from typing import Sequence
 
 from ...common.console import log
 from ...common.signals import SignalWaker
-from ...proc.helpers import HelperGroup, stop_all
+from ...proc.helpers import HelperGroup, HelperSpec, stop_all
 from ...wire.ssh_trust import CONTROL_PATH, held_socket
 
 __all__ = ["HOLD_WAIT_S", "SshHolds"]
@@ -33,8 +33,8 @@ class SshHolds:
         self.pending: dict[str, subprocess.Popen] = {}
         for host in workers:
             try:
-                self.pending[host] = helpers.start(_NAME + host, ["ssh", "-M", "-N", "-T", "-oControlPersist=no",
-                                                                 f"-oControlPath={CONTROL_PATH}", host]).process
+                self.pending[host] = helpers.start(HelperSpec(_NAME + host, (
+                    "ssh", "-M", "-N", "-T", "-oControlPersist=no", f"-oControlPath={CONTROL_PATH}", host))).process
             except OSError as e:  # no ssh client here: mpirun will say what it lacks
                 log(f"cannot hold ssh connections to the workers ({e}): mpirun logs into them on its own")
                 return

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Sequence
 
 from ...errors import StartupFailed
-from ...proc.helpers import Helper, HelperGroup
+from ...proc.helpers import Helper, HelperGroup, HelperSpec
 
 __all__ = ["listening", "start_sshd", "wait_listening"]
 
@@ -19,7 +19,7 @@ def start_sshd(helpers: HelperGroup, argv: Sequence[str], port: int, deadline: f
     if not os.access(argv[0], os.X_OK):
         raise StartupFailed(f"{argv[0]} is missing or not executable: workers need sshd for mpirun to reach them")
     Path("/run/sshd").mkdir(mode=0o755, parents=True, exist_ok=True)  # sshd's privilege-separation folder
-    helper = helpers.start("sshd", argv)
+    helper = helpers.start(HelperSpec("sshd", tuple(argv)))
     if not wait_listening(port, deadline, helper.process):
         raise StartupFailed(f"sshd ({' '.join(argv)}) did not start listening on port {port}")
     return helper
