@@ -14,7 +14,7 @@ from ..wire.programs import FEEDER, INTERMEDIATE_SYNC, MONITOR, REPORT
 from .coordination import Companion
 from .launch import DemuxSpec, LaunchPlan
 
-__all__ = ["REPORT_NICE", "before_program", "beside_program", "companion", "pipe_helpers"]
+__all__ = ["REPORT_NICE", "before_program", "beside_program", "cold_report", "companion", "pipe_helpers"]
 
 REPORT_NICE = 10  # the warm report loads its interpreter, matplotlib and fonts without slowing the job's start-up
 
@@ -43,6 +43,12 @@ def beside_program(plan: LaunchPlan) -> tuple[HelperSpec, ...]:
     report = (HelperSpec(REPORT.name, (*plan.report, "--wait"), outlives_program=True, nice=REPORT_NICE, told=True,
                          optional=True),) if plan.report else ()
     return pipe_helpers(plan) + monitor + report
+
+
+def cold_report(plan: LaunchPlan, given: Sequence[str]) -> HelperSpec:
+    """The profiler report started at the job's end, told what to report (`given`) on its command line: where the
+    warm one could not start or is gone."""
+    return HelperSpec(REPORT.name, (*plan.report, *given), outlives_program=True, optional=True)
 
 
 def companion(spec: Companion, env: Mapping[str, str]) -> HelperSpec:

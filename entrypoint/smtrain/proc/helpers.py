@@ -21,7 +21,7 @@ from ..common.console import log
 from ..config.defaults import HELPER_STOP_S
 from .streams import LineRelay
 
-__all__ = ["Helper", "HelperGroup", "HelperSpec", "spawn_helper", "stop_all"]
+__all__ = ["Helper", "HelperGroup", "HelperSpec", "stop_all"]
 
 
 class HelperSpec(NamedTuple):
@@ -46,7 +46,7 @@ class Helper(NamedTuple):
     spec: Optional[HelperSpec] = None
 
 
-def spawn_helper(argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None,
+def _spawn(argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None,
                  env: Optional[Mapping[str, str]] = None, stdin: int = subprocess.DEVNULL) -> subprocess.Popen:
     """Start one helper in its own session. Its output goes through a relay into our stderr, in
     whole lines under the console lock, so it never lands inside a line of the program's. `stdin`:
@@ -120,7 +120,7 @@ class HelperGroup:
                 os.nice(spec.nice)
 
         try:
-            process = spawn_helper(spec.argv, before_exec if spec.parent_death or spec.nice else None, spec.env,
+            process = _spawn(spec.argv, before_exec if spec.parent_death or spec.nice else None, spec.env,
                                    subprocess.PIPE if spec.told else subprocess.DEVNULL)
         except OSError as e:
             if not spec.optional:

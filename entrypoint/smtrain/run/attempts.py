@@ -1,9 +1,8 @@
-"""Restart in place, in one home: which failed attempts are restarted (the rule, pure), the job's attempts
-as the roles' loops run them (`Attempts`: another one or the job's outcome, and the outcome's account of
-every attempt), and what makes the workers ready for the next attempt (`ask_workers_ready`; each host's Pipe
-channels: run.job.HostJob.rewind_pipes).
-The roles' loops speak of attempts only; how many restarts a job may have is the plan's
-(plan.restart_policy).
+"""Restart in place, in one home: which failed attempts are restarted (the rule, pure), the job's attempts one
+after the other (`Attempts.run`, the one loop the single and master roles run: another attempt or the job's
+outcome, and the outcome's account of every attempt), and what makes the workers ready for the next attempt
+(`ask_workers_ready`; each host's Pipe channels: run.pipe_rewind). How many restarts a job may have is the
+plan's (plan.restart_policy).
 
 The rule restarts a transient failure after the program's first progress, up to the plan's limit: a rank's
 non-zero exit or death by a signal, a collective's error (the rank's traceback), a stall the watchdog ended.
@@ -16,15 +15,15 @@ from __future__ import annotations
 
 import signal
 import time
-from typing import TYPE_CHECKING, NamedTuple, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, NamedTuple, Optional, Sequence
 
 from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS, SignalWaker
 from ..config.defaults import ABORT_GRACE_S
 from ..errors import CauseKind
+from ..plan.launch import LaunchPlan
 from ..proc.supervise import LEFTOVER_WAIT_S
 from .attempt import Attempt
-from .job import HostJob
 from .outcome import JobOutcome
 
 if TYPE_CHECKING:  # the master's: a single host's attempts never load it
@@ -82,32 +81,41 @@ def describe_attempts(failed: Sequence[AttemptEnd], why_not: str) -> str:
 
 
 class Attempts:
-    """A job's attempts, as a role's loop runs them: attempt 0, then `another` after each that ended, until
-    `outcome` is the job's. `job`: the plan's restart policy, and where a program left signs of progress."""
+    """A job's attempts, as a role runs them (`run`). `plan`: how many restarts it may have; `waker`: whether `train`
+    was asked to stop; `wrote_progress(since)`: whether the program wrote a checkpoint or step events since `since`
+    (wall clock) - where restarts are asked for and the ranks reported no progress, that counts (what a TF
+    strategy's script that counts no steps leaves: the step profiler's events of Keras batches)."""
 
-    def __init__(self, job: HostJob) -> None:
-        self._job = job
-        self._max = job.plan.restarts.max_restarts
+    def __init__(self, plan: LaunchPlan, waker: SignalWaker, wrote_progress: Callable[[float], bool]) -> None:
+        self._max, self._waker, self._wrote_progress = plan.restarts.max_restarts, waker, wrote_progress
         self._failed: list[AttemptEnd] = []
-        self._last: Optional[AttemptEnd] = None
         self._why_not: Optional[str] = None
 
-    def ended(self, attempt: Attempt, outcome: JobOutcome) -> AttemptEnd:
-        """How `attempt` ended with `outcome`. Where restarts are asked for and its ranks reported no progress, a
-        checkpoint or step events written meanwhile count (what a TF strategy's script that counts no steps
-        leaves: the step profiler's events of Keras batches)."""
-        progressed = attempt.progress.progressed or (self._max > 0 and
-                                                     self._job.wrote_progress_since(attempt.started_wall))
+    def run(self, attempt: Callable[[int], tuple[Attempt, JobOutcome]],
+            ready: Callable[[int, str], Optional[str]]) -> JobOutcome:
+        """Attempt 0 (`attempt(number)`: one run of the job, and its outcome), then each the rule restarts once
+        `ready(number, cause)` made the hosts ready for it (why not, where it could not); the job's outcome."""
+        number: Optional[int] = 0
+        while number is not None:
+            ended = self._ended(*attempt(number))
+            number = self._another(ended)
+            why_not = ready(number, ended.cause()) if number is not None else None
+            if why_not is not None:
+                self._why_not, number = why_not, None  # the hosts could not be made ready: the last outcome is the job's
+        return self._outcome(ended)
+
+    def _ended(self, attempt: Attempt, outcome: JobOutcome) -> AttemptEnd:
+        """How `attempt` ended with `outcome` (see the class's docstring for what counts as progress)."""
+        progressed = attempt.progress.progressed or (self._max > 0 and self._wrote_progress(attempt.started_wall))
         return AttemptEnd(outcome, progressed, attempt.progress.steps, time.monotonic() - attempt.started)
 
-    def another(self, ended: AttemptEnd) -> Optional[int]:
+    def _another(self, ended: AttemptEnd) -> Optional[int]:
         """The number of the attempt to run after `ended`, where the rule restarts the job in place (said in the
-        log); None where `outcome` is the job's."""
-        self._last = ended
+        log); None where its outcome is the job's."""
         if ended.outcome.status == 0 or self._max == 0:
             return None
         self._failed.append(ended)
-        stopping = self._job.waker.shutdown_seen
+        stopping = self._waker.shutdown_seen
         self._why_not = why_not_restart(self._failed, self._max, signal.Signals(stopping).name if stopping else None)
         if self._why_not is not None:
             return None
@@ -115,14 +123,9 @@ class Attempts:
             f"{ended.seconds:.1f} s: {ended.cause()}")
         return len(self._failed)
 
-    def not_ready(self, why_not: str) -> None:
-        """The hosts could not be made ready for the next attempt: the last one's outcome is the job's."""
-        self._why_not = why_not
-
-    def outcome(self) -> JobOutcome:
-        """The job's outcome: the last attempt's, saying why it was not restarted and how the earlier ones ended."""
-        assert self._last is not None, "no attempt has ended"
-        outcome = self._last.outcome
+    def _outcome(self, last: AttemptEnd) -> JobOutcome:
+        """The job's outcome: the `last` attempt's, saying why it was not restarted and how the earlier ones ended."""
+        outcome = last.outcome
         if self._why_not is not None:
             return outcome._replace(what=f"{outcome.what} ({describe_attempts(self._failed, self._why_not)})")
         if self._failed and outcome.status == 0:

@@ -19,7 +19,7 @@ from ..common import linux
 from ..common.console import log, redact
 from ..common.signals import SignalWaker
 from ..wire.contract import RANK_CONTRACT_ENV
-from ..wire.programs import INTERMEDIATE_SYNC, REPORT
+from ..wire.programs import INTERMEDIATE_SYNC
 from ..plan.helper_specs import before_program, beside_program, companion
 from ..plan.launch import LaunchPlan, Role
 from ..plan.program import check_program
@@ -145,7 +145,7 @@ class HostJob:
             keep_checkpoints(plan.checkpoint_dir, plan.keep_checkpoints_in)
         stopping = self.waker.shutdown_seen is not None
         if plan.report:
-            write_report(plan.report, self.started_at, stopping, self.report_notes, warm=self.helpers.get(REPORT.name))
+            write_report(plan, self.helpers, self.started_at, stopping, self.report_notes)
         success = "the program succeeded" if plan.role is Role.SINGLE else "the job succeeded"
         if outcome.status == 0 and plan.role is not Role.WORKER:
             warn_if_no_model(plan.model_dir)

@@ -24,7 +24,7 @@ from ..starters.policy import StarterPolicy, TaskNews
 from ..starters.registry import policy_for
 from ..wire.control_protocol import MessageType
 from .attempt import Attempt
-from .attempts import ABORT_WAIT_S, AttemptEnd, Attempts, ask_workers_ready
+from .attempts import ABORT_WAIT_S, Attempts, ask_workers_ready
 from .job import HostJob
 from .outcome import JobOutcome, JobView, decide
 from .profiles import accept_profiles, gather_profiles
@@ -53,7 +53,7 @@ class Master:
         assert coordination is not None, "the master role needs the plan's coordination"
         self.job, self.plan, self.coordination = job, job.plan, coordination
         self.policy = policy_for(coordination.starter)
-        self.attempts = Attempts(job)
+        self.attempts = Attempts(job.plan, job.waker, job.wrote_progress_since)
         job.start_helpers()
         self.server = open_control(coordination, job.token, job.waker, self.policy.admission(coordination.workers),
                                    self.policy.joined, job.ranks_progress_age)
@@ -71,16 +71,9 @@ class Master:
             await_reach(server, self.coordination, self.policy.unreachable)
             self.policy.hold(job.helpers)
             job.start_companions(job.token)
-            number: Optional[int] = 0
-            while number is not None:  # the job's attempts
-                ended = self._attempt(server.begin_attempt(number))
-                number = self.attempts.another(ended)
-                why_not = None if number is None else (
-                    ask_workers_ready(server, workers, number, ended.cause(), job.waker) or job.rewind_pipes())
-                if why_not is not None:
-                    self.attempts.not_ready(why_not)
-                    number = None
-            outcome = self.attempts.outcome()
+            outcome = self.attempts.run(
+                lambda number: self._attempt(server.begin_attempt(number)),
+                lambda number, cause: ask_workers_ready(server, workers, number, cause, job.waker) or job.rewind_pipes())
             self.policy.release()
             server.announce_end(outcome.status, outcome.reason)
             job.helpers.ask_to_stop()  # this host's monitor writes its last samples while the workers ship theirs
@@ -92,8 +85,8 @@ class Master:
             server.close()
         return outcome
 
-    def _attempt(self, attempt: Attempt) -> AttemptEnd:
-        """One run of the job's program and how it ended."""
+    def _attempt(self, attempt: Attempt) -> tuple[Attempt, JobOutcome]:
+        """One run of the job's program, and its outcome."""
         job, plan, coordination = self.job, self.plan, self.coordination
         self.server.broadcast(MessageType.START, token=job.token, attempt=attempt.number)
         if plan.settings[STALL_TIMEOUT] > 0:
@@ -115,7 +108,7 @@ class Master:
         program = str(plan.program.program_path)
         outcome = decide(self._view(attempt, result),
                          lambda report: coordination.name_rank(program, report.rank, report.local_rank, report.host))
-        return self.attempts.ended(attempt, outcome)
+        return attempt, outcome
 
     def _forward(self, pid: int, signum: int) -> None:
         """Pass a signal `train` received on to the job's processes, here and (where the starter says) on the

@@ -12,7 +12,6 @@ from ..common.console import log
 from ..config.defaults import PROFILE_WAIT_S
 from ..wire.control_protocol import PROFILE_CHUNK, MessageType
 from .control_server import ControlServer
-from .job import HostJob
 from .link import MasterLink
 
 __all__ = ["accept_profiles", "gather_profiles", "ship_profile", "unpack_profile"]
@@ -58,22 +57,19 @@ def gather_profiles(server: ControlServer, workers: list[str]) -> list[str]:
     return notes
 
 
-def ship_profile(link: MasterLink, job: HostJob) -> None:
-    """This host's profiler data to the master, once the job is over, for the job's one report: the
-    helpers stopped first (the monitor writes its last samples), the step events of ranks that left no
-    digest of their own digested (smtrain.profiler.digests: the report reads those instead of parsing
-    every rank's events), then the files in pieces."""
+def ship_profile(link: MasterLink, folder: Path, since: float) -> None:
+    """This host's profiler data (`folder`, written since `since`, wall clock) to the master, once the job is over
+    and its helpers stopped, for the job's one report: the step events of ranks that left no digest of their own
+    digested (smtrain.profiler.digests: the report reads those instead of parsing every rank's events), then the
+    files in pieces."""
     from ..profiler.shipping import pack
 
     started = time.monotonic()
-    job.helpers.stop()
-    folder = job.plan.profiler_dir
-    assert folder is not None
     try:
-        _digest_the_rest(folder, job.started_at)
+        _digest_the_rest(folder, since)
     except Exception as e:  # whatever went wrong, the data still ships: the report parses these ranks' events
         log(f"could not digest this host's step events ({type(e).__name__}: {e}); the report will parse them")
-    packed = pack(folder, job.started_at - 1.0)
+    packed = pack(folder, since - 1.0)
     data = packed.data
     for at in range(0, len(data), PROFILE_CHUNK):
         piece = data[at:at + PROFILE_CHUNK]

@@ -6,29 +6,34 @@ from __future__ import annotations
 
 import json
 import subprocess
-from typing import Optional, Sequence
+from typing import Sequence
 
 from ..common.console import log
 from ..config.defaults import REPORT_TIMEOUT_S
-from ..proc.helpers import Helper, spawn_helper
+from ..plan.helper_specs import cold_report
+from ..plan.launch import LaunchPlan
+from ..proc.helpers import HelperGroup
+from ..wire.programs import REPORT
 
 __all__ = ["write_report"]
 
 
-def write_report(argv: tuple[str, ...], since: float, stopping: bool, notes: Sequence[str] = (),
-                 timeout_s: float = REPORT_TIMEOUT_S, warm: Optional[Helper] = None) -> None:
-    """The report of the job since `since` (wall clock) by `warm` where it is still there, else by `argv` started
-    now. `stopping` (a shutdown signal came: a spot interruption, `docker stop`): its tables only, in a fraction
-    of a second, without the plots. `notes`: for its top (hosts whose profiler data is missing)."""
+def write_report(plan: LaunchPlan, helpers: HelperGroup, since: float, stopping: bool, notes: Sequence[str] = (),
+                 timeout_s: float = REPORT_TIMEOUT_S) -> None:
+    """The report of the job since `since` (wall clock), by the warm report among `helpers` where it is still there,
+    else by one started now. `stopping` (a shutdown signal came: a spot interruption, `docker stop`): its tables
+    only, in a fraction of a second, without the plots. `notes`: for its top (hosts whose profiler data is
+    missing)."""
     given = ["--since", f"{since:.3f}", *(("--no-plots",) if stopping else ()),
              *(a for note in notes for a in ("--note", note))]
-    process = warm.process if warm is not None and warm.process.poll() is None and _tell(warm.process, given) else None
-    if process is None:
-        try:
-            process = spawn_helper([*argv, *given])
-        except OSError as e:
-            log(f"the profiler report could not start: {e}")
+    warm = helpers.get(REPORT.name)
+    if warm is not None and warm.process.poll() is None and _tell(warm.process, given):
+        process = warm.process
+    else:
+        cold = helpers.start(cold_report(plan, given))
+        if cold is None:
             return
+        process = cold.process
     try:
         process.wait(timeout=timeout_s)
     except subprocess.TimeoutExpired:

@@ -15,7 +15,7 @@ from ..proc.rank_progress import ProgressFile, dump_stacks
 from ..proc.supervise import supervise
 from ..rank.startup_hook import with_startup_hook
 from .attempt import Attempt
-from .attempts import AttemptEnd, Attempts
+from .attempts import Attempts
 from .job import HostJob
 from .outcome import SUCCESS, JobOutcome, describe_program_failure
 from .stall import Stall
@@ -25,20 +25,12 @@ __all__ = ["run_single"]
 
 def run_single(job: HostJob) -> JobOutcome:
     """A program on its own on this host, under the stall watchdog, its attempts one after the other; its outcome."""
-    attempts = Attempts(job)
-    number: Optional[int] = 0
-    while number is not None:
-        ended = _attempt(job, attempts, Attempt(number))
-        number = attempts.another(ended)
-        why_not = job.rewind_pipes() if number is not None else None
-        if why_not is not None:
-            attempts.not_ready(why_not)
-            number = None
-    return attempts.outcome()
+    attempts = Attempts(job.plan, job.waker, job.wrote_progress_since)
+    return attempts.run(lambda number: _attempt(job, Attempt(number)), lambda number, cause: job.rewind_pipes())
 
 
-def _attempt(job: HostJob, attempts: Attempts, attempt: Attempt) -> AttemptEnd:
-    """One run of the program and how it ended."""
+def _attempt(job: HostJob, attempt: Attempt) -> tuple[Attempt, JobOutcome]:
+    """One run of the program, and its outcome."""
     plan = job.plan
     log(f"host {plan.host}: starting {shlex.join(plan.argv)}")
     env = with_startup_hook(plan.child_env(job.inherited_env))
@@ -48,8 +40,7 @@ def _attempt(job: HostJob, attempts: Attempts, attempt: Attempt) -> AttemptEnd:
         def start_after_program() -> list[int]:
             if plan.settings[STALL_TIMEOUT] > 0:
                 _watch_program(job, attempt, progress)
-            if attempt.number == 0:
-                job.start_helpers()
+            job.start_helpers()
             return job.spared_pids
 
         def why_end() -> Optional[str]:
@@ -62,12 +53,10 @@ def _attempt(job: HostJob, attempts: Attempts, attempt: Attempt) -> AttemptEnd:
         attempt.stop_watching()
         progress.remove()
     if attempt.stall is not None:
-        outcome = JobOutcome.of_cause(FailureCause.STALLED, attempt.stall.describe(), host=plan.host)
-    elif result.exit_code == 0:
-        outcome = SUCCESS
-    else:
-        outcome = describe_program_failure(result, str(plan.program.program_path))
-    return attempts.ended(attempt, outcome)
+        return attempt, JobOutcome.of_cause(FailureCause.STALLED, attempt.stall.describe(), host=plan.host)
+    if result.exit_code == 0:
+        return attempt, SUCCESS
+    return attempt, describe_program_failure(result, str(plan.program.program_path))
 
 
 def _watch_program(job: HostJob, attempt: Attempt, progress: ProgressFile) -> None:

@@ -50,7 +50,8 @@ class Worker:
                 self._attempts()
             outcome = self._await_end()
             if self.link.end is not None and self.plan.profiler_dir is not None:
-                ship_profile(self.link, self.job)
+                self.job.helpers.stop()  # first: the monitor writes its last samples
+                ship_profile(self.link, self.plan.profiler_dir, self.job.started_at)
             return outcome
         finally:
             self.client.close()

@@ -1,0 +1,55 @@
+"""run/ as a skeleton (docs/architecture.md): the job's steps in run/job.py, the roles on top of it, and below it
+modules that never call back up; every helper process declared once (plan/helper_specs.py) and started through
+the job's one HelperGroup."""
+from __future__ import annotations
+
+import ast
+
+from tests.static.test_layers import MODULES, _imports, _tree
+
+ROLES = {"smtrain.run.host", "smtrain.run.single", "smtrain.run.master", "smtrain.run.worker"}
+JOB = "smtrain.run.job"
+
+
+def _calls(name: str, callee: str) -> list[int]:
+    """The lines where module `name` calls something named `callee` (a name or an attribute)."""
+    return [node.lineno for node in ast.walk(_tree(name)) if isinstance(node, ast.Call)
+            and (getattr(node.func, "id", None) == callee or getattr(node.func, "attr", None) == callee)]
+
+
+def _below(name: str) -> set[str]:
+    """The modules of run/ that `name` imports, and theirs."""
+    seen, todo = set(), [name]
+    while todo:
+        for imported in _imports(todo.pop()):
+            if imported.startswith("smtrain.run.") and imported not in seen:
+                seen.add(imported)
+                todo.append(imported)
+    return seen
+
+
+def test_only_the_roles_work_with_the_job() -> None:
+    """What the job hands down is values and functions, never the HostJob: below the roles, nothing calls back up."""
+    assert sorted(m for m in MODULES if JOB in _imports(m)) == sorted(ROLES)
+
+
+def test_nothing_below_the_job_imports_it_or_a_role() -> None:
+    below = _below(JOB)
+    assert below and not below & (ROLES | {JOB}), sorted(below & (ROLES | {JOB}))
+
+
+def test_every_helper_process_starts_through_the_one_group() -> None:
+    """Processes are started in two places: the program (proc.supervise) and the helpers (proc.helpers, through a
+    HelperGroup); the job makes the one group (run.job)."""
+    popen = sorted(m for m in MODULES if _calls(m, "Popen"))
+    assert popen == ["smtrain.proc.helpers", "smtrain.proc.supervise"], popen
+    groups = sorted(m for m in MODULES if _calls(m, "HelperGroup"))
+    assert groups == [JOB], groups
+
+
+def test_each_helper_is_declared_in_the_helper_specs() -> None:
+    """A HelperSpec is made in plan/helper_specs.py, or by a rank starter for its own (sshd, the held ssh
+    connections)."""
+    makers = sorted(m for m in MODULES if _calls(m, "HelperSpec"))
+    assert makers == ["smtrain.plan.helper_specs", "smtrain.starters.mpirun.holds", "smtrain.starters.mpirun.sshd"], \
+        makers
