@@ -21,7 +21,8 @@ from pathlib import Path
 
 from figures import parse, print_figures  # benchmarks/figures.py
 
-from smtrain.rank.launcher import MPI_YIELD, THREAD_VARIABLES
+from smtrain.plan.mpirun_command import MPI_YIELD
+from smtrain.rank.launcher import THREAD_VARIABLES
 
 HERE = Path(__file__).resolve().parent
 TRAIN = str(Path(sys.executable).parent / "train")

@@ -132,16 +132,33 @@ def test_heartbeat_timeout_is_read_and_bounded(tmp_path: Path) -> None:
 
 
 def test_cpu_ranks_split_the_cores_and_yield_them_in_mpi_unless_told_otherwise() -> None:
+    from smtrain.plan.mpirun_command import WAITING_YIELDS
     from smtrain.rank.launcher import cpu_share
 
     cpu = {"SM_LOCAL_SIZE": "4", "SM_NUM_GPUS": "0"}
-    assert cpu_share(cpu, 16) == {"OMP_NUM_THREADS": "4", "TF_NUM_INTRAOP_THREADS": "4", "TF_NUM_INTEROP_THREADS": "4",
-                                  "OMPI_MCA_mpi_yield_when_idle": "1"}
-    assert cpu_share({**cpu, "OMP_NUM_THREADS": "8", "OMPI_MCA_mpi_yield_when_idle": "0"}, 16) == {
+    assert cpu_share(cpu, 16, WAITING_YIELDS) == {"OMP_NUM_THREADS": "4", "TF_NUM_INTRAOP_THREADS": "4",
+                                                  "TF_NUM_INTEROP_THREADS": "4", "OMPI_MCA_mpi_yield_when_idle": "1"}
+    assert cpu_share({**cpu, "OMP_NUM_THREADS": "8", "OMPI_MCA_mpi_yield_when_idle": "0"}, 16, WAITING_YIELDS) == {
         "TF_NUM_INTRAOP_THREADS": "4", "TF_NUM_INTEROP_THREADS": "4"}
     assert cpu_share({"SM_LOCAL_SIZE": "3", "SM_NUM_GPUS": "0"}, 2)["OMP_NUM_THREADS"] == "1"
-    assert cpu_share({"SM_LOCAL_SIZE": "8", "SM_NUM_GPUS": "8"}, 96) == {}  # GPU ranks: left alone
-    assert cpu_share({"SM_LOCAL_SIZE": "1", "SM_NUM_GPUS": "0"}, 16) == {}  # one rank: TF's own defaults
+    assert cpu_share({"SM_LOCAL_SIZE": "8", "SM_NUM_GPUS": "8"}, 96, WAITING_YIELDS) == {}  # GPU ranks: left alone
+    assert cpu_share({"SM_LOCAL_SIZE": "1", "SM_NUM_GPUS": "0"}, 16, WAITING_YIELDS) == {}  # one rank: TF's defaults
+
+
+def test_a_rank_learns_who_it_is_from_its_starters_variables_as_the_contract_names_them(tmp_path: Path) -> None:
+    """The MPI kind's contract names Open MPI's variables (plan.mpirun_command); a TF strategy's names none (its
+    `rank` says it): the rank launcher knows no starter's variables of its own."""
+    from smtrain.rank.launcher import rank_env
+
+    mpi = RankContract.from_json(_plan(tmp_path / "mpi", "algo-1").env_set[RANK_CONTRACT_ENV])
+    given = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+             "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "SM_NUM_GPUS": "0"}
+    env = rank_env(given, mpi)
+    assert (env["SM_RANK"], env["SM_SIZE"], env["SM_LOCAL_RANK"], env["SM_LOCAL_SIZE"]) == ("3", "4", "1", "2")
+    assert env["OMPI_MCA_mpi_yield_when_idle"] == "1"
+    strategy = _strategy_plan(tmp_path / "tf", {"sagemaker_multi_worker_mirrored_strategy_enabled": "true"}, "algo-1")
+    assert strategy.coordination is not None and strategy.coordination.contract is not None
+    assert strategy.coordination.contract.identity == () and "SM_RANK" not in rank_env(given, strategy.coordination.contract)
 
 
 def _strategy_plan(tmp_path: Path, hyperparameters: dict, current: str, hosts=("algo-1", "algo-2", "algo-3")):

@@ -105,7 +105,7 @@ class Scheduled(Kind):
 @pytest.fixture
 def with_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kinds, "KINDS", (*kinds.KINDS[:-1], Scheduled(), kinds.KINDS[-1]))
-    monkeypatch.setitem(registry.POLICIES, "scheduler", (__name__, "SchedulerLaunch"))
+    monkeypatch.setitem(registry.POLICIES, "scheduler", lambda: SchedulerLaunch)
     CALLS.clear()
 
 

@@ -30,10 +30,17 @@ from ..config.model import NetworkFacts
 from ..config.settings import CURRENT_HOST
 from ..wire.ssh_trust import AUTHORIZED_KEYS, HOST_KEY
 
-__all__ = ["EFA_RDMA_INSTANCE_TYPES", "OUTPUT_OPTIONS", "mpirun_shapes_output", "ssh_port", "NOT_EXPORTED", "NOT_EXPORTED_PREFIXES", "SSHD", "MpiLayout",
+__all__ = ["EFA_RDMA_INSTANCE_TYPES", "MPI_YIELD", "RANK_IDENTITY", "WAITING_YIELDS", "OUTPUT_OPTIONS", "mpirun_shapes_output", "ssh_port", "NOT_EXPORTED", "NOT_EXPORTED_PREFIXES", "SSHD", "MpiLayout",
     "MpirunCommand", "MpirunSpec", "SshdCommand", "choose_interface", "sshd_command", "cpus_per_rank", "is_exported", "layout", "mpirun_command", "split_nccl_debug"]
 
 SSHD = "/usr/sbin/sshd"
+# Who a rank is, as mpirun says it: (the program's variable, Open MPI's) - the rank launcher copies them (wire.contract)
+RANK_IDENTITY = (("SM_RANK", "OMPI_COMM_WORLD_RANK"), ("SM_SIZE", "OMPI_COMM_WORLD_SIZE"),
+                 ("SM_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"), ("SM_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"))
+# Open MPI's: a rank waiting in MPI yields its core (Open MPI does so by itself only where a host has fewer slots
+# than ranks); set unless set where a host runs several ranks without GPUs (rank.launcher.cpu_share)
+MPI_YIELD = "OMPI_MCA_mpi_yield_when_idle"
+WAITING_YIELDS = ((MPI_YIELD, "1"),)
 
 
 # mpirun's options that shape the ranks' output (Open MPI 4.1's names; one dash or two): a user who asks for

@@ -31,7 +31,7 @@ from .reporter import ProgressReporter, Reporter, task_host, task_rank
 from .startup_hook import with_startup_hook
 from .watch import REPORT_TAIL_BYTES, FailureWatch
 
-__all__ = ["MPI_YIELD", "THREAD_VARIABLES", "cpu_share", "main", "rank_env"]
+__all__ = ["THREAD_VARIABLES", "cpu_share", "main", "rank_env"]
 
 # Horovod's stall inspector interval, set for the ranks when the stall watchdog is on (rank.collectives).
 STALL_CHECK_ENV = "HOROVOD_STALL_CHECK_TIME_SECONDS"
@@ -50,8 +50,7 @@ def local_host(environ: Mapping[str, str]) -> Optional[str]:
 def rank_env(environ: Mapping[str, str], contract: Optional[RankContract]) -> dict[str, str]:
     """The program's environment: the inherited one without the toolkit's internals, plus this rank's facts."""
     env = without_internals(environ)
-    for ours, theirs in (("SM_RANK", "OMPI_COMM_WORLD_RANK"), ("SM_SIZE", "OMPI_COMM_WORLD_SIZE"),
-                         ("SM_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"), ("SM_LOCAL_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE")):
+    for ours, theirs in contract.identity if contract is not None else ():  # who this rank is, as its starter says
         if theirs in environ:
             env[ours] = environ[theirs]
     host = local_host(environ)
@@ -61,27 +60,24 @@ def rank_env(environ: Mapping[str, str], contract: Optional[RankContract]) -> di
         env.update(pipe_env(contract.pipes, int(env.get("SM_LOCAL_RANK", "0")), int(env.get("SM_RANK", "0"))))
         if contract.stall_timeout_s > 0:  # the user's own setting wins
             env.setdefault(STALL_CHECK_ENV, str(check_interval_s(contract.stall_timeout_s)))
-    env.update(cpu_share(env, os.cpu_count() or 1))
+    env.update(cpu_share(env, os.cpu_count() or 1, contract.waiting_yields if contract is not None else ()))
     return env
 
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")
-# Open MPI's: a rank waiting in MPI yields its core (Open MPI does so by itself only where a host has
-# fewer slots than ranks)
-MPI_YIELD = "OMPI_MCA_mpi_yield_when_idle"
 
 
-def cpu_share(env: Mapping[str, str], cores: int) -> dict[str, str]:
+def cpu_share(env: Mapping[str, str], cores: int, waiting_yields: Sequence[tuple[str, str]] = ()) -> dict[str, str]:
     """On a host without GPUs, P ranks each get cores/P threads for OpenMP and for TensorFlow's
     intra- and inter-op pools, so that P ranks do not each start one thread per core and
-    oversubscribe the host; and Open MPI yields the core while a rank waits - Horovod's background
-    thread waits in MPI every cycle, and spinning there takes a core from the ranks' compute.
-    Variables the user set are left alone; with GPUs nothing is set."""
+    oversubscribe the host; and `waiting_yields` (the starter's: a rank waiting in its transport yields
+    the core - Horovod's background thread waits in MPI every cycle, and spinning there takes a core from
+    the ranks' compute). Variables the user set are left alone; with GPUs nothing is set."""
     local_size = int(env.get("SM_LOCAL_SIZE", "1") or 1)
     if env.get(NUM_GPUS.variable, "0") not in ("", "0") or local_size < 2:
         return {}
     threads = str(max(1, cores // local_size))
-    wanted = {**{name: threads for name in THREAD_VARIABLES}, MPI_YIELD: "1"}
+    wanted = {**{name: threads for name in THREAD_VARIABLES}, **dict(waiting_yields)}
     return {name: value for name, value in wanted.items() if name not in env}
 
 

@@ -30,6 +30,12 @@ class RankContract(NamedTuple):
     rank: int = -1  # the task's number where mpirun gives none (TF strategy jobs: plan.tfconfig.Task)
     stall_timeout_s: float = 0.0  # the stall watchdog's timeout (0: off); sets Horovod's stall inspector
     output: bool = False  # send the program's stdout and stderr to the control server (smtrain.run.rank_output)
+    # How the rank's starter tells a rank who it is: (the program's variable, the variable the starter sets),
+    # as SM_RANK from mpirun's rank; none where the contract's `rank` says it (TF strategy tasks)
+    identity: tuple[tuple[str, str], ...] = ()
+    # Set unless set where a host runs several ranks without GPUs: what makes a rank waiting in the starter's
+    # transport yield its core to the ranks' compute (mpirun's: Open MPI's idle yield)
+    waiting_yields: tuple[tuple[str, str], ...] = ()
 
     def to_json(self) -> str:
         """The contract as JSON: its fields by name (the FIFOs as lists)."""
@@ -40,6 +46,8 @@ class RankContract(NamedTuple):
         """A contract from its JSON (the rank's environment variable); a field it lacks keeps its default."""
         raw = json.loads(text)
         raw["pipes"] = tuple(PipeAssignment.from_list(a) for a in raw["pipes"])
+        for pairs in ("identity", "waiting_yields"):
+            raw[pairs] = tuple(tuple(pair) for pair in raw.get(pairs, ()))
         return cls(**{name: raw[name] for name in cls._fields if name in raw})
 
     @classmethod

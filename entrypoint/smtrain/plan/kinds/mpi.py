@@ -14,7 +14,8 @@ from ...config.settings import MAX_RESTARTS, MPI_ENABLED, SSHD_CONFIG, SSHD_PORT
 from ...wire.contract import RANK_CONTRACT_ENV, without_internals
 from ...wire.ssh_trust import CONTROL_PATH, SSH_DIR
 from ..kind import HostPart, Kind, KindInputs
-from ..mpirun_command import MpirunSpec, cpus_per_rank, layout, mpirun_command, mpirun_shapes_output, ssh_port, sshd_command
+from ..mpirun_command import (RANK_IDENTITY, WAITING_YIELDS, MpirunSpec, cpus_per_rank, layout, mpirun_command,
+                              mpirun_shapes_output, ssh_port, sshd_command)
 from ..shape import Role
 
 __all__ = ["MPI", "Mpi", "plan_mpi"]
@@ -76,7 +77,8 @@ def plan_mpi(given: KindInputs) -> HostPart:
     held = shape.workers if config.settings[MAX_RESTARTS] > 0 and shape.role is not Role.WORKER else ()
     if shape.role is not Role.WORKER:  # on a worker, the master's mpirun starts this host's ranks through sshd
         control_host = shape.master if shape.workers else "127.0.0.1"
-        contract = given.contract(control_host, given.token, pipes, output=not mpirun_shapes_output(mpi.custom_options))
+        contract = given.contract(control_host, given.token, pipes, output=not mpirun_shapes_output(
+            mpi.custom_options))._replace(identity=RANK_IDENTITY, waiting_yields=WAITING_YIELDS)
         env_set[RANK_CONTRACT_ENV] = contract.to_json()
         command = mpirun_command(
             placed, here, config.resources.network_interface_name, config.resources.current_instance_type,
