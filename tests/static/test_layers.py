@@ -408,7 +408,7 @@ def _starter_reads(tree: ast.Module) -> tuple[set[ast.AST], set[str]]:
 
     def is_read(node: ast.AST, bound: set[str]) -> bool:
         """A value of the starter: not a step called on it, not a name being bound, not the spec handed to
-        `policy_for`."""
+        `master_policy` / `worker_policy`."""
         if id(node) in called or id(node) in receivers or id(node) in arguments:
             return False
         if isinstance(node, ast.Name):
@@ -431,11 +431,11 @@ def _starter_reads(tree: ast.Module) -> tuple[set[ast.AST], set[str]]:
 
 ROLES = ("smtrain.run.master", "smtrain.run.worker")
 # what the roles may name of smtrain.starters: the registry's one function and the data a policy takes or returns
-STARTER_DATA = {"policy_for", "TaskNews", "AfterProgram", "StarterPolicy"}
+STARTER_DATA = {"master_policy", "worker_policy", "TaskNews", "AfterProgram", "MasterSide", "WorkerSide"}
 
 
 def test_master_and_worker_branch_on_no_way_of_starting_ranks() -> None:
-    """The roles consult the rank starter's policy (smtrain.starters.policy.StarterPolicy) for its decisions: no
+    """The roles consult the rank starter's policy (smtrain.starters.policy: each role its side) for its decisions: no
     condition of theirs reads the spec, the policy or a value of either (directly, or through names bound to
     one) - only what a step returns - and they name no starter of their own."""
     starters = {node.name for name in MODULES if name.startswith("smtrain.starters.") for node in _tree(name).body

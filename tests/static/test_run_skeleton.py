@@ -53,3 +53,15 @@ def test_each_helper_is_declared_in_the_helper_specs() -> None:
     makers = sorted(m for m in MODULES if _calls(m, "HelperSpec"))
     assert makers == ["smtrain.plan.helper_specs", "smtrain.starters.mpirun.holds", "smtrain.starters.mpirun.sshd"], \
         makers
+
+
+def test_each_role_consults_its_own_side_of_the_starters_policy() -> None:
+    """The master asks the master's side (starters.policy.MasterSide), a worker a worker's (WorkerSide)."""
+    from smtrain.starters.policy import MasterSide, WorkerSide
+
+    for role, side in (("smtrain.run.master", MasterSide), ("smtrain.run.worker", WorkerSide)):
+        asked = {node.attr for node in ast.walk(_tree(role)) if isinstance(node, ast.Attribute)
+                 and isinstance(node.value, ast.Attribute) and node.value.attr == "policy"}
+        asked |= {node.attr for node in ast.walk(_tree(role)) if isinstance(node, ast.Attribute)
+                  and isinstance(node.value, ast.Name) and node.value.id == "policy"}
+        assert asked and asked <= set(dir(side)), (role, sorted(asked - set(dir(side))))

@@ -25,8 +25,8 @@ from smtrain.run.attempt import Attempt
 from smtrain.run.master import why_end
 from smtrain.run.outcome import FileState, JobOutcome, JobView, decide, render
 from smtrain.run.stall import Stall, StallEvidence, StallWatch
-from smtrain.starters.policy import AfterProgram, StarterPolicy, TaskNews
-from smtrain.starters.registry import policy_for
+from smtrain.starters.policy import AfterProgram, MasterSide, TaskNews
+from smtrain.starters.registry import master_policy
 from smtrain.wire.control_protocol import MessageType, decode, encode
 from smtrain.wire.rank_failure import RankFailure, root_cause
 from tests.support import make_tree
@@ -84,9 +84,9 @@ def _rank_exit(host: str, rank: int, final: bool = True, tail: str = "Traceback 
     return host, encode(MessageType.RANK_EXIT, token="t" * 32, **report.to_fields())
 
 
-def _policy(plan: LaunchPlan) -> StarterPolicy:
+def _policy(plan: LaunchPlan) -> MasterSide:
     assert plan.coordination is not None
-    return policy_for(plan.coordination.starter)
+    return master_policy(plan.coordination.starter)
 
 
 def _news(server: RecordedServer) -> TaskNews:

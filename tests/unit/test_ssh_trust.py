@@ -14,7 +14,7 @@ from smtrain.config.load import load_config
 from smtrain.plan.launch import plan_launch
 from smtrain.starters.mpirun.keys import make_host_key, make_job_key, trust_key
 from smtrain.plan.mpirun_command import MpirunSpec
-from smtrain.starters.registry import policy_for
+from smtrain.starters.registry import master_policy
 from smtrain.wire.ssh_trust import (AUTHORIZED_KEYS, CLIENT_CONFIG, HOST_KEY, JOB_KEY, SSH_DIR, client_config,
                                     parse_public_key)
 from tests.support import make_tree
@@ -88,7 +88,7 @@ def test_a_one_host_mpi_job_makes_no_key(tmp_path: Path) -> None:
     plan = plan_launch(load_config(tree.env()), FACTS, "/venv/bin/python", token="t" * 32)
     assert plan.coordination is not None
     starter = plan.coordination.starter
-    assert isinstance(starter, MpirunSpec) and starter.ssh_dir == "" and policy_for(starter).admission(()) == ""
+    assert isinstance(starter, MpirunSpec) and starter.ssh_dir == "" and master_policy(starter).admission(()) == ""
 
 
 def test_the_images_sshd_names_no_key_and_its_ssh_client_only_includes_the_jobs_settings() -> None:

@@ -1,5 +1,5 @@
-"""A new way of starting ranks is its spec (data the kind's planner puts in the plan), its policy (a
-`smtrain.starters.policy.StarterPolicy`) and one row of the starters' registry, nothing else: shown with a
+"""A new way of starting ranks is its spec (data the kind's planner puts in the plan), its policy (a master's
+side and a worker's: `smtrain.starters.policy`) and one row of the starters' registry, nothing else: shown with a
 hypothetical starter defined here - ranks started through a scheduler's own launcher, as Slurm's `srun` would -
 given by a hypothetical kind put in the kinds' table, planned from real config files and carried out by the
 real master and worker roles over the real control channel: `train --dry-run` shows its spec; the master
@@ -29,7 +29,7 @@ from smtrain.run.master import Master
 from smtrain.run.roster import await_workers, open_control
 from smtrain.run.worker import Worker
 from smtrain.starters import registry
-from smtrain.starters.policy import StarterPolicy, TaskNews
+from smtrain.starters.policy import MasterSide, TaskNews, WorkerSide
 from smtrain.wire.control_protocol import ControlClient, MessageType
 from tests.harness.plans import plan_for
 
@@ -44,10 +44,9 @@ class SchedulerSpec(NamedTuple):
     name: str = "scheduler"
 
 
-class SchedulerLaunch(StarterPolicy):
-    """Its policy, as its module would define it: the master's program is the scheduler's launcher, which starts
-    every rank through the scheduler's daemons; a worker joins the job's allocation (its admission) and passes
-    signals to the ranks the daemons started there; a step the scheduler cancelled ends the job."""
+class SchedulerLaunch(MasterSide):
+    """Its policy on the master, as its module would define it: the master's program is the scheduler's launcher,
+    which starts every rank through the scheduler's daemons; a step the scheduler cancelled ends the job."""
 
     joined = "it is in the job's allocation"
 
@@ -67,6 +66,14 @@ class SchedulerLaunch(StarterPolicy):
 
     def task_failure(self, news: TaskNews) -> Optional[str]:
         return f"the scheduler cancelled the step on {news.failed_program[0]}" if news.failed_program else None
+
+
+class SchedulerJoin(WorkerSide):
+    """Its policy on a worker: the host joins the job's allocation (its admission) and passes signals to the
+    ranks the scheduler's daemons started there."""
+
+    def __init__(self, spec: SchedulerSpec) -> None:
+        self.spec = spec
 
     def serve(self, helpers: Any, deadline: float) -> None:
         CALLS.append("serve")
@@ -105,7 +112,7 @@ class Scheduled(Kind):
 @pytest.fixture
 def with_scheduler(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kinds, "KINDS", (*kinds.KINDS[:-1], Scheduled(), kinds.KINDS[-1]))
-    monkeypatch.setitem(registry.POLICIES, "scheduler", lambda: SchedulerLaunch)
+    monkeypatch.setitem(registry.POLICIES, "scheduler", lambda: (SchedulerLaunch, SchedulerJoin))
     CALLS.clear()
 
 
@@ -146,7 +153,8 @@ def test_the_plan_gives_the_new_starters_spec_and_the_dry_run_shows_it(tmp_path:
     master = plan_for(tmp_path / "m", {FLAG: "true"}, HOSTS, "algo-1")
     assert master.coordination is not None and master.coordination.starter == SchedulerSpec("gpu")
     assert json.loads(dumps(master))["coordination"]["starter"] == {"partition": "gpu", "name": "scheduler"}
-    assert isinstance(registry.policy_for(master.coordination.starter), SchedulerLaunch)
+    assert isinstance(registry.master_policy(master.coordination.starter), SchedulerLaunch)
+    assert isinstance(registry.worker_policy(master.coordination.starter), SchedulerJoin)
 
 
 def test_the_master_role_takes_the_new_policys_admission_signals_and_task_failures(tmp_path: Path,

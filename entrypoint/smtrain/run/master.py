@@ -20,8 +20,8 @@ from ..common.signals import SHUTDOWN_SIGNALS, WAKE
 from ..config.defaults import OUTPUT_DRAIN_S, STACK_DUMP_WAIT_S
 from ..config.settings import GRACE_PERIOD, STALL_TIMEOUT
 from ..proc.supervise import ProcessResult, supervise
-from ..starters.policy import StarterPolicy, TaskNews
-from ..starters.registry import policy_for
+from ..starters.policy import MasterSide, TaskNews
+from ..starters.registry import master_policy
 from ..wire.control_protocol import MessageType
 from .attempt import Attempt
 from .attempts import ABORT_WAIT_S, Attempts, ask_workers_ready
@@ -34,7 +34,7 @@ from .stall import Stall
 __all__ = ["Master", "why_end"]
 
 
-def why_end(lost: list[str], stall: Optional[Stall], policy: StarterPolicy, news: TaskNews) -> Optional[str]:
+def why_end(lost: list[str], stall: Optional[Stall], policy: MasterSide, news: TaskNews) -> Optional[str]:
     """Why the job must end now, if it must: a worker host lost, the attempt stalled, or a task's failure where
     the starter's policy says it ends the job."""
     if lost:
@@ -52,7 +52,7 @@ class Master:
         coordination = job.plan.coordination
         assert coordination is not None, "the master role needs the plan's coordination"
         self.job, self.plan, self.coordination = job, job.plan, coordination
-        self.policy = policy_for(coordination.starter)
+        self.policy = master_policy(coordination.starter)
         self.attempts = Attempts(job.plan, job.waker, job.wrote_progress_since)
         job.start_helpers()
         self.server = open_control(coordination, job.token, job.waker, self.policy.admission(coordination.workers),

@@ -15,7 +15,7 @@ from ..common.console import log
 from ..common.signals import SHUTDOWN_SIGNALS, WAKE
 from ..config.settings import GRACE_PERIOD
 from ..proc.supervise import supervise
-from ..starters.registry import policy_for
+from ..starters.registry import worker_policy
 from ..wire.control_protocol import MessageType
 from .job import HostJob
 from .link import MasterLink, connect_to_master
@@ -33,7 +33,7 @@ class Worker:
         coordination = job.plan.coordination
         assert coordination is not None, "the worker role needs the plan's coordination"
         self.job, self.plan, self.coordination = job, job.plan, coordination
-        self.policy = policy_for(coordination.starter)
+        self.policy = worker_policy(coordination.starter)
         self.deadline = time.monotonic() + coordination.peer_wait_s  # for the master to be reachable
         job.start_helpers()
         self.policy.serve(job.helpers, self.deadline)

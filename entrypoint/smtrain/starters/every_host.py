@@ -8,13 +8,13 @@ from typing import Optional, Sequence
 
 from ..plan.coordination import EveryHostSpec, JobEnd
 from ..proc.supervise import signal_tree
-from .policy import AfterProgram, StarterPolicy, TaskNews
+from .policy import AfterProgram, MasterSide, TaskNews, WorkerSide
 
-__all__ = ["EveryHost"]
+__all__ = ["EveryHostMaster", "EveryHostWorker"]
 
 
-class EveryHost(StarterPolicy):
-    """Each host its own program (see the module's docstring)."""
+class EveryHostMaster(MasterSide):
+    """Each host its own program (see the module's docstring): the master's side."""
 
     def __init__(self, spec: EveryHostSpec) -> None:
         self.spec = spec
@@ -40,6 +40,13 @@ class EveryHost(StarterPolicy):
         every program (or is being ended early)."""
         abort = "the master's program failed" if exit_code != 0 else None
         return AfterProgram(abort, self.spec.end is JobEnd.EVERY_PROGRAM or aborted or abort is not None)
+
+
+class EveryHostWorker(WorkerSide):
+    """Each host its own program: a worker's side, which runs its own each attempt."""
+
+    def __init__(self, spec: EveryHostSpec) -> None:
+        self.spec = spec
 
     def runs_program(self) -> bool:
         return True

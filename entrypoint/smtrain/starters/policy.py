@@ -1,13 +1,14 @@
 """A way of starting the job's ranks, as the roles' loops consult it (smtrain.run): the decisions and
 the effects that depend on how the ranks start, each a step that takes data and returns data - never a
 role. The plan holds the starter's spec (its data: plan.coordination.EveryHostSpec, the MPI kind's
-MpirunSpec); `smtrain.starters.registry.policy_for` makes its policy on each host.
+MpirunSpec); a starter's policy has two sides, one per role: `MasterSide` (`smtrain.starters.registry.
+master_policy` makes it on the master) and `WorkerSide` (`worker_policy`, on a worker).
 
-The master asks it what each worker is given when it joins (`admission`), whether it can reach every worker
+The master asks its side what each worker is given when it joins (`admission`), whether it can reach every worker
 (`unreachable`), what it holds for the whole job
 (`hold`, `before_attempt`, `release`), how a signal reaches the ranks (`signal_here`, `tells_workers`),
 whether a task's failure ends the job (`task_failure`), what follows the master's program
-(`after_program`) and whether the ranks' reports are all in (`senders_gone`); a worker asks what it
+(`after_program`) and whether the ranks' reports are all in (`senders_gone`); a worker asks its side what it
 serves before its hello (`serve`), what it makes of its admission (`admit`), whether it runs a program of
 its own each attempt (`runs_program`), how a signal reaches its ranks (`forward_here`, `kill_here`) and
 what ends its part of a failed attempt (`end_attempt_here`)."""
@@ -20,7 +21,7 @@ from ..errors import StartupFailed
 from ..proc.helpers import HelperGroup
 from ..proc.supervise import ProcessResult
 
-__all__ = ["AfterProgram", "StarterPolicy", "TaskNews"]
+__all__ = ["AfterProgram", "MasterSide", "TaskNews", "WorkerSide"]
 
 
 class TaskNews(NamedTuple):
@@ -37,12 +38,12 @@ class AfterProgram(NamedTuple):
     await_workers: bool = False  # wait until every worker's own program has ended
 
 
-class StarterPolicy:
-    """The defaults are those of a starter that needs nothing of the hosts before the job starts."""
+class MasterSide:
+    """A starter's policy on the master. The defaults are those of a starter that needs nothing of the hosts
+    before the job starts."""
 
     joined = "it has joined the job"  # how the master's log says a worker took its admission
 
-    # -- on the master ---------------------------------------------------------------------------
     def admission(self, workers: tuple[str, ...]) -> str:
         """Made once the job starts on the master: what each worker is given when it says hello."""
         return ""
@@ -87,7 +88,11 @@ class StarterPolicy:
         report can come any more."""
         return False
 
-    # -- on a worker -----------------------------------------------------------------------------
+
+class WorkerSide:
+    """A starter's policy on a worker. The defaults are those of a starter that needs nothing of the hosts before
+    the job starts and starts no ranks on a worker of its own."""
+
     def serve(self, helpers: HelperGroup, deadline: float) -> None:
         """Before the worker's hello: what the master needs of this host."""
 

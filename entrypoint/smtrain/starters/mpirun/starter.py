@@ -19,20 +19,20 @@ from ...plan.mpirun_command import MpirunSpec
 from ...proc.helpers import HelperGroup
 from ...proc.supervise import ProcessResult
 from ...wire.ssh_trust import parse_public_key
-from ..policy import StarterPolicy
+from ..policy import MasterSide, WorkerSide
 from .holds import HOLD_WAIT_S, SshHolds
 from .keys import make_host_key, make_job_key, trust_key
 from .reach import unanswered
 from .rank_signals import signal_ranks, signal_ranks_once_started
 from .sshd import start_sshd
 
-__all__ = ["Mpirun"]
+__all__ = ["MpirunMaster", "MpirunWorker"]
 
 _NOT_REACHABLE = "this host trusts no other key, so mpirun cannot reach it"
 
 
-class Mpirun(StarterPolicy):
-    """mpirun from the master (see the module's docstring)."""
+class MpirunMaster(MasterSide):
+    """mpirun from the master (see the module's docstring): the master's side."""
 
     joined = "it trusts the job's ssh key"
 
@@ -40,7 +40,6 @@ class Mpirun(StarterPolicy):
         self.spec = spec
         self._holds: Optional[SshHolds] = None  # the master's held connections, from `hold` to `release`
 
-    # -- on the master ---------------------------------------------------------------------------
     def admission(self, workers: tuple[str, ...]) -> str:
         """The job's key pair, new, and ssh's settings for the workers; its public half for each worker."""
         return make_job_key(self.spec.ssh_dir, workers) if self.spec.ssh_dir else ""
@@ -83,7 +82,13 @@ class Mpirun(StarterPolicy):
         moment) means every rank's launcher has ended."""
         return result.term_signal is None and result.started
 
-    # -- on a worker -----------------------------------------------------------------------------
+
+class MpirunWorker(WorkerSide):
+    """mpirun from the master: a worker's side, which serves sshd and trusts the job's key alone."""
+
+    def __init__(self, spec: MpirunSpec) -> None:
+        self.spec = spec
+
     def serve(self, helpers: HelperGroup, deadline: float) -> None:
         """A new host key and sshd, listening before the hello."""
         assert self.spec.sshd is not None, "a worker of an mpirun job serves sshd"
