@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
+import sys
 import threading
 import time
 
@@ -260,6 +262,53 @@ def test_a_heartbeat_sender_held_back_says_so_with_the_stack_that_held_it(capfd)
         assert isinstance(server.start_heartbeat(), Heartbeat)
     finally:
         server.close()
+
+
+HELD_BEAT = """
+import os, sys, time
+from smtrain.common.console import log
+from smtrain.wire.heartbeat import Heartbeat
+
+count = 0
+
+def beat():
+    global count
+    count += 1
+    os.write(1, b"beat\\n")
+    if count == 3:
+        time.sleep(1.2)  # past the interval and `late`: the watchdog dumps every stack, and the sender says so
+
+Heartbeat(beat, lambda: True, log, interval_s=0.2, late_s=0.6).start()
+time.sleep(float(sys.argv[1]))
+"""
+
+
+def test_a_heartbeat_sender_whose_stderr_is_a_full_pipe_beats_on() -> None:
+    """`train`'s stderr is a pipe nobody reads for a while (a log reader short of CPU: SDK local mode's, under
+    load) when a beat goes out late: neither the watchdog's dump nor the sender's word of it may hold the next
+    beats back. A real process whose stderr is a full pipe; a 0.2-s beat, 0.6 s for late. (On the code that
+    logged from the sender's own thread, and dumped through fd 2 itself, no beat went out once it was late.)"""
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(write_fd, False)
+    try:
+        while True:
+            os.write(write_fd, b"x" * 65536)
+    except BlockingIOError:
+        os.set_blocking(write_fd, True)  # full: a blocking write waits until someone reads
+    child = subprocess.Popen([sys.executable, "-c", HELD_BEAT, "4"], stdout=subprocess.PIPE, stderr=write_fd)
+    os.close(write_fd)
+    bound = threading.Timer(30, child.kill)  # whatever happens, the child's stdout ends within 30 s
+    bound.start()
+    try:
+        assert child.stdout is not None
+        seen = [time.monotonic() for _ in iter(child.stdout.readline, b"")]
+        child.wait(timeout=30)
+    finally:
+        bound.cancel()
+        child.kill()
+        os.close(read_fd)
+    late = max(range(1, len(seen)), key=lambda i: seen[i] - seen[i - 1])
+    assert seen[late] - seen[late - 1] >= 1.0 and len(seen) - late >= 8, (len(seen), late)  # beats on after it
 
 
 def test_a_worker_whose_connection_is_backed_up_holds_back_no_other_workers_heartbeats() -> None:

@@ -1,14 +1,20 @@
 """One host's part of a job, whatever its distribution kind and role: the skeleton every role runs.
 
     prepare        folders, code, requirements, the program's checks
-    helpers        the system monitor and demultiplexers (`start_helpers`), stopped on every path
+    helpers        every helper process in the job's one group, each declared in plan.helper_specs: the
+                   syncer before the program, the Pipe helpers, monitor and warm report with the role's
+                   (`start_helpers`), a parameter server's companions once the job has its token; those that
+                   end with the program stopped on every path
     role body      single: the program under its watchdog (run.single); master: the control server,
                    the workers' hellos, the watchdog, the program, the job's end (run.master);
                    worker: the master's link and this host's part (run.worker). What differs between
                    kinds (MPI, MultiWorkerMirroredStrategy, parameter servers) is in the plan's
                    `Coordination` (plan.coordination): run/ never asks which kind it runs
     finish         anything left running ended; the profiler report (master, single host; also after a
-                   failure); the `JobOutcome` rendered once (run.outcome.render)
+                   failure: run.report); the `JobOutcome` rendered once (run.outcome.render); the helpers
+                   that outlive the program finished (the syncer's last pass: run.intermediate_sync)
+
+What the modules below the job are given is values and functions, never the job: they do not call back up.
 """
 from __future__ import annotations
 
