@@ -212,7 +212,10 @@ def test_a_worker_cut_off_then_killed_ends_the_job_on_every_host(make_cluster) -
 def test_a_host_whose_log_stream_backs_up_stays_in_the_job(make_cluster, held: str, first_line: str) -> None:
     """docker's log stream backs up when what reads it falls behind, and every write to stderr then
     blocks. Heartbeats must not wait on the log: one host's stderr held full for 10 s from before
-    the job starts, with the heartbeat timeout at 3 s, costs the job nothing but the wait."""
+    the job starts, with the heartbeat timeout at 3 s, costs the job nothing but the wait. The master's
+    `train` is also stopped for 4 s while its log is held (short of CPU, as in SDK local mode): its next beat
+    goes out late, and saying so must not hold its beats back until the log flows again - the worker hears it
+    again within seconds of the stop (before, not until the log was released)."""
     cluster = make_cluster(2)
     cluster.write_job({**MPI, "run-for": 12, "sagemaker_heartbeat_timeout_seconds": 3},
                       program=PROGRAMS / "mpi_behaviour.py")
@@ -226,6 +229,14 @@ def test_a_host_whose_log_stream_backs_up_stays_in_the_job(make_cluster, held: s
         cluster.start(TRAIN, env, hosts=[h for h in cluster.hosts if h.name != held])
         if held == "algo-2":  # the master starts the ranks meanwhile (its own log flows)
             assert len(wait_for_files(cluster, "running-*", 4, 30)) == 4, cluster.hosts[0].stderr()[-2000:]
+        else:  # the worker has joined: the master beats to it
+            deadline = time.monotonic() + 30
+            while "trusting the job's ssh key" not in cluster.hosts[1].stderr():
+                assert time.monotonic() < deadline, cluster.hosts[1].stderr()[-2000:]
+                time.sleep(0.1)
+            cluster.host(held).signal(signal.SIGSTOP)
+            time.sleep(4)
+            cluster.host(held).signal(signal.SIGCONT)
         time.sleep(max(0.0, held_since + 10 - time.monotonic()))
         log.release()
         statuses = cluster.wait(60)
@@ -235,6 +246,9 @@ def test_a_host_whose_log_stream_backs_up_stays_in_the_job(make_cluster, held: s
     logs = {h.name: held_log if h.name == held else h.stderr()[-1500:] for h in cluster.hosts}
     assert statuses == {"algo-1": 0, "algo-2": 0}, logs
     assert "nothing heard" not in held_log and "the job succeeded" in held_log, logs
+    if held == "algo-1":
+        silences = [float(s) for s in re.findall(r"the master algo-1 speaks again after ([0-9.]+) s", logs["algo-2"])]
+        assert silences and max(silences) < 7.5, logs  # the 4-s stop, not the log's hold
     assert cluster.leftovers() == {}
 
 
