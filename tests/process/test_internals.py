@@ -223,6 +223,28 @@ def test_helpers_asked_to_stop_finish_while_train_goes_on_and_get_one_sigterm(tm
     assert told.read_text() == "term\n"
 
 
+def test_the_group_stops_what_ends_with_the_program_and_hands_over_what_outlives_it() -> None:
+    """The job's one group: its stop leaves a helper that outlives the program (the syncer, the warm report) running,
+    and `outliving` hands it to the job, which ends it once the outcome is out; an optional helper that cannot start
+    is said and left out, any other's failure to start is the job's."""
+    from smtrain.proc.helpers import HelperGroup, HelperSpec
+
+    sleep = (sys.executable, "-c", "import time; time.sleep(60)")
+    group = HelperGroup()
+    with group:
+        ends = group.start(HelperSpec("ends", sleep))
+        outlives = group.start(HelperSpec("outlives", sleep, outlives_program=True))
+        assert group.start(HelperSpec("missing", ("/nonexistent/helper",), optional=True)) is None
+        with pytest.raises(OSError):
+            group.start(HelperSpec("needed", ("/nonexistent/helper",)))
+    assert ends is not None and outlives is not None
+    assert ends.process.poll() is not None and outlives.process.poll() is None
+    assert group.pids == [ends.process.pid, outlives.process.pid]
+    assert group.outliving() == [outlives] and group.get("outlives") is None
+    outlives.process.kill()
+    outlives.process.wait()
+
+
 def _catches_sigterm(pid: int) -> bool:
     status = Path(f"/proc/{pid}/status").read_text()
     caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)

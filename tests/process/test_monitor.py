@@ -116,6 +116,9 @@ def test_last_samples_are_on_disk_and_no_monitor_outlives_train(tmp_path: Path, 
     series = load_series([tree.base / "output" / "profiler"])
     newest = max(t for values in series.values() for t, _ in values)
     assert newest >= stopped - 0.5, f"the last samples were lost: newest {stopped - newest:.2f} s before the stop"
+    if signum == signal.SIGTERM:  # a stop leaves seconds: the report's tables, without its plots
+        report = tree.base / "output" / "data" / "profiler-report"
+        assert (report / "summary.json").is_file() and "<figure>" not in (report / "profiler-report.html").read_text()
 
 
 def _wait_for_handler(pid: int, signum: int) -> None:

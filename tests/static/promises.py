@@ -180,6 +180,8 @@ PROMISES: tuple[Promise, ...] = (
     Promise(G, "Profiling", "Keras `fit`, `evaluate` and `predict` (either Keras), custom loops' `tf.function` steps",
             ("tests/process/test_step_profiler.py::test_keras_steps_load_with_smdebug_and_match_what_each_rank_ran",
              "tests/process/test_step_profiler.py::test_custom_loop_steps_are_counted_on_every_rank")),
+    Promise(G, "Profiling", "After SIGTERM it writes the tables without the plots",
+            ("tests/process/test_monitor.py::test_last_samples_are_on_disk_and_no_monitor_outlives_train",)),
     Promise(G, "While the job runs", "Every 5 s each host's system monitor writes its host's utilisation and each of its "
             "ranks' steps as TensorBoard scalars",
             ("tests/cluster/test_live_metrics.py::test_a_running_jobs_metrics_reach_tensorboard_and_its_slow_rank_then_host_is_named",

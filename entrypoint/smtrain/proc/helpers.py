@@ -35,19 +35,19 @@ class HelperSpec(NamedTuple):
     env: Optional[Mapping[str, str]] = None  # None: train's own
     optional: bool = False  # where it cannot start, the job goes on without it (said in the log)
 
-    def to_json(self) -> dict[str, object]:
-        return {"name": self.name, "argv": list(self.argv), "outlives_program": self.outlives_program}
-
 
 class Helper(NamedTuple):
     """A helper process running, as its spec declared it."""
-    name: str
     process: subprocess.Popen
-    spec: Optional[HelperSpec] = None
+    spec: HelperSpec
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
 
 
 def _spawn(argv: Sequence[str], preexec_fn: Optional[Callable[[], None]] = None,
-                 env: Optional[Mapping[str, str]] = None, stdin: int = subprocess.DEVNULL) -> subprocess.Popen:
+           env: Optional[Mapping[str, str]] = None, stdin: int = subprocess.DEVNULL) -> subprocess.Popen:
     """Start one helper in its own session. Its output goes through a relay into our stderr, in
     whole lines under the console lock, so it never lands inside a line of the program's. `stdin`:
     subprocess.PIPE for a helper told what to do later (the warm profiler report)."""
@@ -121,13 +121,13 @@ class HelperGroup:
 
         try:
             process = _spawn(spec.argv, before_exec if spec.parent_death or spec.nice else None, spec.env,
-                                   subprocess.PIPE if spec.told else subprocess.DEVNULL)
+                             subprocess.PIPE if spec.told else subprocess.DEVNULL)
         except OSError as e:
             if not spec.optional:
                 raise
             log(f"the {spec.name} could not start: {e}")
             return None
-        helper = Helper(spec.name, process, spec)
+        helper = Helper(process, spec)
         self.helpers.append(helper)
         return helper
 
@@ -137,7 +137,7 @@ class HelperGroup:
 
     def outliving(self) -> list[Helper]:
         """The helpers left running when the program ends, out of this group (the job ends them: its caller)."""
-        return self.take([h.name for h in self.helpers if h.spec is not None and h.spec.outlives_program], exact=True)
+        return self.take([h.name for h in self.helpers if h.spec.outlives_program], exact=True)
 
     def take(self, prefixes: Sequence[str], exact: bool = False) -> list[Helper]:
         """The helpers whose names start with one of `prefixes` (`exact`: are one of them), out of this
@@ -159,13 +159,13 @@ class HelperGroup:
             self._asked = True
 
     def stop(self) -> None:
-        """Stops every helper of the group: SIGTERM at once (unless asked already), SIGKILL to those left after
-        one deadline."""
+        """Stops every helper of the group that ends with the program: SIGTERM at once (unless asked already),
+        SIGKILL to those left after one deadline."""
         stop_all(self._ending(), signalled=self._asked)
 
     def _ending(self) -> list[Helper]:
         """The helpers that end with the program (not those that outlive it)."""
-        return [h for h in self.helpers if h.spec is None or not h.spec.outlives_program]
+        return [h for h in self.helpers if not h.spec.outlives_program]
 
     def __enter__(self) -> "HelperGroup":
         return self

@@ -28,8 +28,7 @@ def rewind_pipes(plan: LaunchPlan, helpers: HelperGroup) -> Optional[str]:
         stopped = helpers.take((FEEDER.name, *again), exact=True)
         stop_all(stopped)
         for helper in stopped:
-            if helper.spec is not None:
-                helpers.start(helper.spec)
+            helpers.start(helper.spec)
     import shutil  # a restart's alone
 
     shutil.rmtree(plan.pipe_state, ignore_errors=True)  # PipeModeDataset's epoch counts: from FIFO 0 again
