@@ -9,7 +9,8 @@ import sys
 # What cli.main and a single host's role import on their way to the program's start.
 START_PATH = ("smtrain.cli", "smtrain.config.hostfacts", "smtrain.plan.launch", "smtrain.run.host", "smtrain.run.single")
 NOT_BEFORE_THE_PROGRAM = ("dataclasses", "inspect", "shutil", "tempfile", "smtrain.rank.launcher",
-                          "smtrain.run.control_server", "smtrain.wire.control_protocol", "smtrain.profiler.events")
+                          "smtrain.run.control_server", "smtrain.wire.control_protocol", "smtrain.profiler.events",
+                          "smtrain.run.pipe_rewind", "smtrain.run.report")
 
 
 def test_a_single_hosts_train_loads_nothing_of_several_hosts_nor_of_later_steps_before_its_program() -> None:

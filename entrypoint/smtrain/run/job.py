@@ -36,9 +36,7 @@ from .carry import keep_checkpoints, restore_checkpoints, written_since
 from .codesetup import fetch_code
 from .intermediate_sync import FINISH_WAIT_S, STOPPING_WAIT_S, finish_syncer
 from .pip_install import install_requirements
-from .pipe_rewind import rewind_pipes
 from .outcome import FileState, JobOutcome, render, warn_if_no_model
-from .report import write_report
 
 __all__ = ["HostJob", "prepare"]
 
@@ -86,6 +84,8 @@ class HostJob:
 
     def rewind_pipes(self) -> Optional[str]:
         """Before a restart in place: this host's Pipe channels from FIFO 0 again (run.pipe_rewind)."""
+        from .pipe_rewind import rewind_pipes  # a restart's alone
+
         return rewind_pipes(self.plan, self.helpers)
 
     def wrote_progress_since(self, since: float) -> bool:
@@ -151,6 +151,8 @@ class HostJob:
             keep_checkpoints(plan.checkpoint_dir, plan.keep_checkpoints_in)
         stopping = self.waker.shutdown_seen is not None
         if plan.report:
+            from .report import write_report  # the job's end: not loaded before the program starts
+
             write_report(plan, self.helpers, self.started_at, stopping, self.report_notes)
         success = "the program succeeded" if plan.role is Role.SINGLE else "the job succeeded"
         if outcome.status == 0 and plan.role is not Role.WORKER:
