@@ -196,3 +196,10 @@ def test_every_link_between_the_documents_reaches_its_file_and_heading() -> None
                     _slug(h) for h in re.findall(r"(?m)^#+ (.*)$", file.read_text(encoding="utf-8"))}:
                 broken.append(f"{page.relative_to(REPO)}: {target} (no such heading)")
     assert broken == [], "\n".join(broken)
+
+
+def test_the_readme_is_read_in_ten_minutes() -> None:
+    """What it is, the quick start, the first SageMaker job and links: at most 3,000 words (code and tables included);
+    the reference and the task guides have pages of their own."""
+    words = len(README.read_text(encoding="utf-8").split())
+    assert words <= 3000, f"README.md has {words} words: move reference or task detail to docs/"
