@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from smtrain.config.settings import SETTINGS
+from tests.static.test_layers import docstring_ids
 
 PACKAGE = Path(__file__).resolve().parent.parent.parent / "entrypoint" / "smtrain"
 DECLARATION = PACKAGE / "config" / "settings.py"
@@ -30,9 +31,7 @@ def _names() -> set[str]:
 def _code_strings(path: Path) -> list[tuple[int, str]]:
     """The string constants of `path`'s code (f-strings' parts among them), docstrings left out."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-                  and node.body and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    docstrings = docstring_ids(tree)
     return sorted((node.lineno, node.value) for node in ast.walk(tree)
                   if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings)
 

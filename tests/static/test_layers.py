@@ -97,11 +97,16 @@ def test_no_module_name_is_reused_across_the_package() -> None:
     assert {k: v for k, v in by_name.items() if len(v) > 1} == {"single": ["smtrain.plan.kinds.single", "smtrain.run.single"]}
 
 
+def docstring_ids(tree: ast.Module) -> set[int]:
+    """The ids of the docstrings' constants in `tree` (module, classes, functions)."""
+    return {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
+            and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+
+
 def _code_words(name: str) -> set[str]:
     """The identifiers and the string constants (not docstrings) of a module's code, lower-cased."""
-    docstrings = {id(node.body[0].value) for node in ast.walk(_tree(name))
-                  if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body
-                  and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+    docstrings = docstring_ids(_tree(name))
     words: set[str] = set()
     for node in ast.walk(_tree(name)):
         if isinstance(node, ast.Name):

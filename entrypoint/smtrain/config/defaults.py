@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 __all__ = ["ABORT_GRACE_S", "DEFAULT_BASE_DIR", "DEMUX_RESTART_WAIT_S", "HEARTBEAT_S", "HELPER_STOP_S", "OUTPUT_CONNECT_S", "OUTPUT_DRAIN_S", "PROFILE_WAIT_S",
-           "REPORT_TIMEOUT_S", "STACK_DUMP_WAIT_S", "STALL_EXIT_HOLD_S"]
+           "REPORT_TIMEOUT_S", "STACK_DUMP_WAIT_S", "STALL_EXIT_HOLD_S", "SYNC_LAST_PASS_S",
+           "SYNC_LAST_PASS_STOPPING_S"]
 
 DEFAULT_BASE_DIR = "/opt/ml"
 # The control channel: master and workers beat every HEARTBEAT_S; a side that hears nothing from
@@ -20,6 +21,11 @@ ABORT_GRACE_S = 5.0
 HELPER_STOP_S = 3.0
 # The profiler report written when a job ends: at most this long (it never changes the job's outcome).
 REPORT_TIMEOUT_S = 120.0
+# The helpers that outlive the program (the intermediate output's syncer, a report left over), once the job's
+# outcome is written: SIGTERM - the syncer makes its last pass of uploads - then SIGKILL after this long; after
+# a shutdown signal the shorter bound (a spot interruption leaves seconds). `train` never waits on S3 for long.
+SYNC_LAST_PASS_S = 120.0
+SYNC_LAST_PASS_STOPPING_S = 5.0
 # How long a restart in place waits for a demultiplexer of SageMaker's FIFOs to let go of the failed
 # attempt's FIFOs (it looks every 0.2 s, between reads of SageMaker's FIFO).
 DEMUX_RESTART_WAIT_S = 30.0

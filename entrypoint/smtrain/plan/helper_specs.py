@@ -2,17 +2,17 @@
 how it ends (proc.helpers.HelperSpec). run/ starts them all through the job's one HelperGroup:
 - `before_program`: as the job starts - the intermediate output's syncer (it sweeps from the first file on);
 - `beside_program`: with the role's helpers - the Pipe helpers first (the ranks read what they feed; the
-  same specs serve a restart in place: `pipe_helpers`), the system monitor, the warm profiler report;
+  specs serve a restart in place: run.pipe_rewind starts them again), the system monitor, the warm report;
 - a parameter server's companions once the job has its token (`companion`).
 A new helper process: its Program (wire.programs), its spec here, its own module."""
 from __future__ import annotations
 
-from typing import Mapping, Optional, Sequence
+from typing import Mapping, Sequence
 
 from ..proc.helpers import HelperSpec
 from ..wire.programs import FEEDER, INTERMEDIATE_SYNC, MONITOR, REPORT
 from .coordination import Companion
-from .launch import DemuxSpec, LaunchPlan
+from .launch import LaunchPlan
 
 __all__ = ["REPORT_NICE", "before_program", "beside_program", "cold_report", "companion", "pipe_helpers"]
 
@@ -21,7 +21,8 @@ REPORT_NICE = 10  # the warm report loads its interpreter, matplotlib and fonts 
 
 def before_program(plan: LaunchPlan, python: str) -> tuple[HelperSpec, ...]:
     """The intermediate output's syncer, where the plan has one: it outlives the program and makes its last pass
-    once the outcome is written (run.intermediate_sync); the job goes on without it where it cannot start."""
+    once the outcome is written (run.job: config.defaults.SYNC_LAST_PASS_S); the job goes on without it where it
+    cannot start."""
     sync = plan.intermediate
     if sync is None:
         return ()
@@ -29,10 +30,10 @@ def before_program(plan: LaunchPlan, python: str) -> tuple[HelperSpec, ...]:
                        optional=True),)
 
 
-def pipe_helpers(plan: LaunchPlan, demux: Optional[Sequence[DemuxSpec]] = None) -> tuple[HelperSpec, ...]:
-    """The local feeder (emulated Pipe mode) and the demultiplexers (`demux`: the plan's)."""
+def pipe_helpers(plan: LaunchPlan) -> tuple[HelperSpec, ...]:
+    """The local feeder (emulated Pipe mode) and the demultiplexers."""
     feeder = (HelperSpec(FEEDER.name, plan.feeder),) if plan.feeder else ()
-    return feeder + tuple(HelperSpec(spec.name, spec.argv) for spec in (plan.demux if demux is None else demux))
+    return feeder + tuple(HelperSpec(spec.name, spec.argv) for spec in plan.demux)
 
 
 def beside_program(plan: LaunchPlan) -> tuple[HelperSpec, ...]:

@@ -12,7 +12,7 @@
                    `Coordination` (plan.coordination): run/ never asks which kind it runs
     finish         anything left running ended; the profiler report (master, single host; also after a
                    failure: run.report); the `JobOutcome` rendered once (run.outcome.render); the helpers
-                   that outlive the program finished (the syncer's last pass: run.intermediate_sync)
+                   that outlive the program ended along the group's one stop path (the syncer's last pass)
 
 What the modules below the job are given is values and functions, never the job: they do not call back up.
 """
@@ -24,17 +24,16 @@ from typing import Callable, Mapping, Optional
 from ..common import linux
 from ..common.console import log, redact
 from ..common.signals import SignalWaker
+from ..config.defaults import SYNC_LAST_PASS_S, SYNC_LAST_PASS_STOPPING_S
 from ..wire.contract import RANK_CONTRACT_ENV
-from ..wire.programs import INTERMEDIATE_SYNC
 from ..plan.helper_specs import before_program, beside_program, companion
 from ..plan.launch import LaunchPlan, Role
 from ..plan.program import check_program
-from ..proc.helpers import HelperGroup
+from ..proc.helpers import HelperGroup, stop_all
 from ..proc.rank_progress import newest_progress_age
 from ..proc.supervise import end_descendants
 from .carry import keep_checkpoints, restore_checkpoints, written_since
 from .codesetup import fetch_code
-from .intermediate_sync import FINISH_WAIT_S, STOPPING_WAIT_S, finish_syncer
 from .pip_install import install_requirements
 from .outcome import FileState, JobOutcome, render, warn_if_no_model
 
@@ -162,11 +161,7 @@ class HostJob:
         return status
 
     def _finish_outliving(self, stopping: bool) -> None:
-        """The helpers that outlive the program, ended: the syncer after its last pass (bounded; shorter after a
-        shutdown signal), a warm report that was not told what to report."""
-        for helper in self.helpers.outliving():
-            if helper.name == INTERMEDIATE_SYNC.name:
-                finish_syncer(helper, STOPPING_WAIT_S if stopping else FINISH_WAIT_S)
-            elif helper.process.poll() is None:
-                helper.process.kill()
-                helper.process.wait()
+        """The helpers that outlive the program ended along the group's one stop path: SIGTERM (the syncer makes
+        its last pass; a report not told what to report goes), SIGKILL once the bound is over (shorter after a
+        shutdown signal)."""
+        stop_all(self.helpers.outliving(), SYNC_LAST_PASS_STOPPING_S if stopping else SYNC_LAST_PASS_S)
