@@ -1,6 +1,7 @@
 """The job seen while it runs, on two simulated hosts (real sshd, mpirun, train and system monitors): a plain
 Horovod loop of 2 x 2 ranks (no smtrain import) in three phases - every rank alike, then rank 3 slow between
-its steps, then both of algo-2's ranks - with a straggler window of 10 s. While the job runs, TensorBoard's own
+its steps, then both of algo-2's ranks - with a straggler window of 6 s and the monitors' live metrics every
+2 s (both settings, so that the phases are short). While the job runs, TensorBoard's own
 loader reads every host's and rank's series from the job's TensorBoard folder; the master's log names nobody
 in the first phase, rank 3 in the second and host algo-2 in the third; the program's own summaries beside the
 scalars are intact at the end."""
@@ -13,9 +14,10 @@ import time
 from tests.harness.cluster_jobs import PROGRAMS, TRAIN
 
 MPI = {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2}
-HEALTHY_S = 15  # every rank alike: the verdict judged over a window and a half
-PHASE_S = 24  # each slow phase's length: a verdict needs over 7 s of a new phase's steps (the slow ones are fewer)
-#              in a window that moves in the monitors' 5-s steps, and 2.5 s to hold
+WINDOW_S, LIVE_S = 6, 2
+HEALTHY_S = 10  # every rank alike: the verdict judged over more than a window
+PHASE_S = 15  # each slow phase's length: a verdict needs over 4 s of a new phase's steps (the slow ones are fewer)
+#              in a window that moves in the monitors' 2-s steps, and 1.5 s to hold
 
 
 def _said(cluster) -> list[str]:
@@ -32,7 +34,8 @@ def test_a_running_jobs_metrics_reach_tensorboard_and_its_slow_rank_then_host_is
     for host in cluster.hosts:
         (host.ml / "input" / "config" / "tensorboardoutputconfig.json").write_text(
             json.dumps({"LocalPath": str(cluster.ml_mount / "output" / "tensorboard")}))
-    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SMTRAIN_STRAGGLER_WINDOW_S="10"))
+    cluster.start(TRAIN, cluster.env(SM_PEER_WAIT_SECONDS="60", SMTRAIN_STRAGGLER_WINDOW_S=str(WINDOW_S),
+                              SMTRAIN_LIVE_METRICS_INTERVAL_S=str(LIVE_S)))
     deadline = time.monotonic() + 120
     while "rank 0 began" not in cluster.hosts[0].stdout():
         assert time.monotonic() < deadline and not any(h.proc.poll() is not None for h in cluster.hosts), \

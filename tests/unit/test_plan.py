@@ -55,6 +55,15 @@ def test_master_runs_mpirun_with_the_rank_launcher_and_one_contract(tmp_path: Pa
     assert plan.argv[plan.argv.index("--bind-to") + 1] == "none"  # CPUs the ranks may use: unknown
 
 
+def test_the_system_monitor_gets_the_live_metrics_interval_and_the_masters_control_port(tmp_path: Path) -> None:
+    def after(argv: tuple[str, ...], flag: str) -> str:
+        return argv[argv.index(flag) + 1]
+
+    worker = _plan(tmp_path / "a", "algo-2", SMTRAIN_LIVE_METRICS_INTERVAL_S="1.5").monitor
+    assert (after(worker, "--live-s"), after(worker, "--control")) == ("1.5", "algo-1:7100")
+    assert after(_plan(tmp_path / "b", "algo-1").monitor, "--live-s") == "5"
+
+
 def test_where_restarts_are_asked_for_every_mpirun_shares_the_masters_held_ssh_connections(tmp_path: Path) -> None:
     def mca(argv: tuple[str, ...]) -> dict[str, str]:
         return {argv[i + 1]: argv[i + 2] for i, a in enumerate(argv) if a == "--mca"}

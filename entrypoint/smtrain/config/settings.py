@@ -21,8 +21,9 @@ from .setting_types import (ABSOLUTE_PATH, CHOICE_0_1, PORT, SWITCH, TEXT, Choic
 
 __all__ = [
     "CHECKPOINT_DIR", "CODEARTIFACT", "CONTROL_PORT", "CURRENT_HOST", "DETAILED_PROFILING", "DISTRIBUTION_GROUPS",
-    "FRAMEWORK_METRICS", "GRACE_PERIOD", "HEARTBEAT_TIMEOUT", "HOSTS", "INTERMEDIATE_RETRY", "LIVE_METRICS",
-    "MAX_RESTARTS", "MIN_FREE_MB", "MONITOR", "MONITOR_INTERVAL", "MPI_ENABLED", "MPI_NUM_PROCESSES", "MPI_OPTIONS",
+    "FRAMEWORK_METRICS", "GRACE_PERIOD", "HEARTBEAT_TIMEOUT", "HOSTS", "INTERMEDIATE_RETRY", "LIVE_INTERVAL",
+    "LIVE_METRICS", "MAX_RESTARTS", "MIN_FREE_MB", "MONITOR", "MONITOR_INTERVAL", "MPI_ENABLED", "MPI_NUM_PROCESSES",
+    "MPI_OPTIONS",
     "MPI_PROCESSES_PER_HOST", "MULTI_WORKER_MIRRORED", "NATIVE_PIPES", "NETWORK_INTERFACE", "NUM_CPUS", "NUM_GPUS",
     "PARAMETER_SERVER", "PEER_WAIT", "PIPE_DEALING", "PIPE_EMULATION", "PIPE_RECORD_FORMAT", "PYTHON_PROFILING",
     "S3_OUTPUT", "SETTINGS", "SKIP_TEARDOWN", "SSHD_CONFIG", "SSHD_PORT", "STALL_TIMEOUT", "STRAGGLER_WINDOW", "TRAIN",
@@ -111,6 +112,9 @@ PYTHON_PROFILING = Setting("python_profiling", "sagemaker_python_profiling", "SM
 LIVE_METRICS = Setting("live_metrics", "sagemaker_live_metrics", "SMTRAIN_LIVE_METRICS", SWITCH, True,
                        "while the job runs: every host's and rank's metrics as TensorBoard scalars, and a rank the "
                        "others wait for named in the log (needs the system monitor)")
+LIVE_INTERVAL = Setting("live_metrics_interval_s", "sagemaker_live_metrics_interval_seconds",
+                        "SMTRAIN_LIVE_METRICS_INTERVAL_S", Seconds(0.5), 5.0, "how often each host's live metrics are "
+                        "written and its ranks' steps sent to the master")
 STRAGGLER_WINDOW = Setting("straggler_window_s", "sagemaker_straggler_window_seconds", "SMTRAIN_STRAGGLER_WINDOW_S",
                            Seconds(), 60.0, "the live straggler verdict judges each rank's training steps of this "
                            "many seconds, and says a verdict once it held for a quarter of it", "several ranks")
@@ -182,7 +186,7 @@ SETTINGS: tuple[Setting[Any], ...] = (
     GRACE_PERIOD, PEER_WAIT, HEARTBEAT_TIMEOUT, STALL_TIMEOUT, MAX_RESTARTS, SKIP_TEARDOWN,
     MPI_ENABLED, MPI_PROCESSES_PER_HOST, MPI_NUM_PROCESSES, MPI_OPTIONS, MULTI_WORKER_MIRRORED, PARAMETER_SERVER,
     DISTRIBUTION_GROUPS, PIPE_RECORD_FORMAT, PIPE_EMULATION, PIPE_DEALING,
-    MONITOR, MONITOR_INTERVAL, LIVE_METRICS, STRAGGLER_WINDOW, FRAMEWORK_METRICS, DETAILED_PROFILING, PYTHON_PROFILING, MIN_FREE_MB,
+    MONITOR, MONITOR_INTERVAL, LIVE_METRICS, LIVE_INTERVAL, STRAGGLER_WINDOW, FRAMEWORK_METRICS, DETAILED_PROFILING, PYTHON_PROFILING, MIN_FREE_MB,
     S3_OUTPUT, INTERMEDIATE_RETRY, CODEARTIFACT, WARM_POOL_CACHE, CHECKPOINT_DIR,
     CURRENT_HOST, HOSTS, NETWORK_INTERFACE, NUM_CPUS, NUM_GPUS,
     CONTROL_PORT, SSHD_CONFIG, SSHD_PORT,

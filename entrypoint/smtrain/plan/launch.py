@@ -12,7 +12,7 @@ from ..wire.programs import DEMUX, MONITOR, REPORT
 from ..config.hyperparameters import to_cmd_args
 from ..config.model import HostFacts, InputMode, TrainingConfig
 from ..config.secrets import Redactor
-from ..config.settings import CHECKPOINT_DIR, LIVE_METRICS, MAX_RESTARTS, SKIP_TEARDOWN, Settings
+from ..config.settings import CHECKPOINT_DIR, LIVE_INTERVAL, LIVE_METRICS, MAX_RESTARTS, SKIP_TEARDOWN, Settings
 from ..wire.contract import without_internals
 from ..wire.pipe_assignment import JobAddress, PipeAssignment, PipeMode, demux_folder, pipe_env
 from ..wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
@@ -160,7 +160,8 @@ def monitor_command(config: TrainingConfig, python: str, gpus: int,
     profiler = config.paths.output_dir / "profiler"
     live: tuple[str, ...] = ()
     if config.settings[LIVE_METRICS]:
-        live = ("--tensorboard", str(config.tensorboard_dir or profiler / "tensorboard"))
+        live = ("--tensorboard", str(config.tensorboard_dir or profiler / "tensorboard"),
+                "--live-s", f"{config.settings[LIVE_INTERVAL]:g}")
         if coordination is not None:
             master = coordination.master if coordination.workers else "127.0.0.1"
             live += ("--control", f"{master}:{coordination.control_port}")

@@ -1,14 +1,15 @@
-"""The job seen while it runs, from the system monitor (smtrain.profiler.monitor): every LIVE_S seconds this
-host's utilisation (the means of the samples since the last time) and its ranks' training steps (what their
-step recorders wrote since: smtrain.profiler.live_steps) become TensorBoard scalars, and the ranks' steps go
-to the master, which names a rank the others wait for while the job runs (smtrain.run.stragglers).
+"""The job seen while it runs, from the system monitor (smtrain.profiler.monitor): every few seconds (the live
+metrics' interval setting) this host's utilisation (the means of the samples since the last time) and its ranks'
+training steps (what their step recorders wrote since: smtrain.profiler.live_steps) become TensorBoard scalars,
+and the ranks' steps go to the master, which names a rank the others wait for while the job runs
+(smtrain.run.stragglers).
 
 The scalars are TensorBoard event files (`Scalars`), one run (folder) for the host
 and one for each of its ranks, under `smtrain/` of the job's TensorBoard folder (SM_TENSORBOARD_DIR, which
 SageMaker uploads while the job runs; else `<profiler>/tensorboard`): the program's own summaries beside them
 are left alone. Tags:
 
-    system/cpu_percent, system/memory_percent, system/io_wait_percent   the host's means over LIVE_S
+    system/cpu_percent, system/memory_percent, system/io_wait_percent   the host's means over the interval
     system/disk_read_mb_per_s, system/disk_write_mb_per_s
     system/network_receive_mb_per_s, system/network_transmit_mb_per_s
     system/gpu<i>_percent, system/gpu<i>_memory_percent                  each GPU, where the host has them
@@ -28,9 +29,8 @@ from ..wire.control_protocol import ControlClient, MessageType
 from .events import rank_of
 from .live_steps import RankWindow, StepTail, windows
 
-__all__ = ["LIVE_S", "Live", "Scalars", "system_scalars"]
+__all__ = ["Live", "Scalars", "system_scalars"]
 
-LIVE_S = 5.0
 CONNECT_S = 0.5  # how long one attempt to reach the master's control server may hold the sampling back
 
 
@@ -89,11 +89,12 @@ def system_scalars(samples: Sequence[Any]) -> dict[str, float]:
 
 
 class Live:
-    """What the monitor adds while the job runs: `add` each sample, `tick` every LIVE_S, `close` at its end."""
+    """What the monitor adds while the job runs: `add` each sample, `tick` every `interval_s` (the live
+    metrics' interval setting), `close` at its end."""
 
     def __init__(self, profiler_dir: Path, host: str, tensorboard: Optional[Path],
-                 control: Optional[tuple[str, int]], log: Callable[[str], None]) -> None:
-        self.host, self.control, self.log = host, control, log
+                 control: Optional[tuple[str, int]], log: Callable[[str], None], interval_s: float) -> None:
+        self.host, self.control, self.log, self.interval_s = host, control, log, interval_s
         self.scalars = Scalars(tensorboard / "smtrain") if tensorboard is not None else None
         self.tail = StepTail(profiler_dir)
         self.samples: list[Any] = []
@@ -105,7 +106,7 @@ class Live:
         self.samples.extend(samples)
 
     def due(self) -> bool:
-        return time.monotonic() - self.last >= LIVE_S
+        return time.monotonic() - self.last >= self.interval_s
 
     def tick(self) -> None:
         """The means and the ranks' steps since the last tick: to TensorBoard, and to the master."""

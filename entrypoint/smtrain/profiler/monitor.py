@@ -29,6 +29,7 @@ from typing import Any, Callable, NamedTuple, Optional, Sequence
 
 from ..common.console import exit_flushed
 from ..common.signals import SHUTDOWN_SIGNALS, SignalWaker
+from ..config.settings import LIVE_INTERVAL
 from .live import Live
 
 __all__ = ["FLUSH_S", "ROTATE_S", "EventWriter", "GpuSampler", "HostSampler", "Sample", "Summary", "event_line",
@@ -221,6 +222,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--gpus", type=int, default=-1, help="the host's GPUs (0: NVML is not loaded; -1: ask NVML)")
     parser.add_argument("--tensorboard", type=Path, default=None,
                         help="live metrics: TensorBoard scalars under DIR/smtrain (smtrain.profiler.live)")
+    parser.add_argument("--live-s", type=float, default=LIVE_INTERVAL.default, help="live metrics: every this many seconds")
     parser.add_argument("--control", default=None, metavar="HOST:PORT",
                         help="live metrics: the ranks' steps to the master's control server")
     args = parser.parse_args(argv)
@@ -237,8 +239,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except OSError:
         pass
     control = args.control.rpartition(":") if args.control else None
-    live = Live(args.out, args.host, args.tensorboard, (control[0], int(control[2])) if control else None, log) \
-        if args.tensorboard or control else None
+    live: Optional[Live] = None
+    if args.tensorboard or control:
+        live = Live(args.out, args.host, args.tensorboard, (control[0], int(control[2])) if control else None, log,
+                    args.live_s)
     summary = run(args.out, args.host, args.interval_ms / 1000.0,
                   lambda timeout: any(s in SHUTDOWN_SIGNALS for s in waker.wait(timeout)), log, args.gpus, live)
     log(summary.text(args.host))
