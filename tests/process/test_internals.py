@@ -47,7 +47,8 @@ SETTINGS = {
     "SMTRAIN_S3_FILESYSTEM": "on", "SMTRAIN_S3_READAHEAD_BYTES": "1048576", "SMTRAIN_S3_MULTIPART_THRESHOLD_BYTES": "16777216",
     "SMTRAIN_S3_PART_BYTES": "6291456", "SMTRAIN_S3_UPLOADS_IN_FLIGHT": "4", "SMTRAIN_NATIVE_PIPES": "0",
     "SMTRAIN_MAX_RESTARTS": "1", "SM_SKIP_TEARDOWN_ON_FAILURE": "0", "SMTRAIN_INTERMEDIATE_RETRY_S": "1,2",
-    "SMTRAIN_PIPE_DEALING": "host", "SMTRAIN_LIVE_METRICS": "off", "SMTRAIN_STRAGGLER_WINDOW_S": "30",
+    "SMTRAIN_PIPE_DEALING": "host", "SMTRAIN_LIVE_METRICS": "off", "SMTRAIN_LIVE_METRICS_INTERVAL_S": "3",
+    "SMTRAIN_STRAGGLER_WINDOW_S": "30",
 }  # SM_CHECKPOINT_DIR and SM_CONTROL_PORT: set per run below
 
 
@@ -290,13 +291,11 @@ def test_custom_mpi_options_as_aws_samples_write_them(tmp_path: Path) -> None:
 ENDER = """
 import os, subprocess, sys
 from smtrain.common import linux
-from smtrain.common.signals import SignalWaker
 from smtrain.proc.supervise import end_descendants
-waker = SignalWaker()
 linux.become_subreaper()
 for round in range(5):
     children = [subprocess.Popen(["sh", "-c", "sleep 30 & sleep 30; :"]) for _ in range(40)]
-    end_descendants(waker, 0.1)
+    end_descendants(0.1)
     try:
         unreaped = os.waitpid(-1, os.WNOHANG)[0]
     except ChildProcessError:

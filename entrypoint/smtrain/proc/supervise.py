@@ -71,11 +71,12 @@ def _reap(program_pid: int) -> Optional[int]:
             status = wait_status
 
 
-def end_descendants(waker: SignalWaker, wait_s: float, spare: Sequence[int] = ()) -> None:
+def end_descendants(wait_s: float, spare: Sequence[int] = ()) -> None:
     """SIGTERM every descendant of this process (except `spare` and theirs), give them `wait_s`, then SIGKILL;
     reap them all. As a subreaper, everything a program left behind is among our descendants.
     Zombies count until they are reaped: one that died after the last reap would otherwise be
-    left to the host's init (and a parent still exiting may yet hand its zombies to us)."""
+    left to the host's init (and a parent still exiting may yet hand its zombies to us). Signals that arrive
+    meanwhile stay with the job's SignalWaker for its loop: this polls, it does not read them."""
 
     def alive() -> list[int]:
         _reap(-1)
@@ -94,7 +95,7 @@ def end_descendants(waker: SignalWaker, wait_s: float, spare: Sequence[int] = ()
                 pass
         deadline = time.monotonic() + wait
         while alive() and time.monotonic() < deadline:
-            waker.wait(min(0.05, max(0.0, deadline - time.monotonic())))
+            time.sleep(min(0.05, max(0.0, deadline - time.monotonic())))
 
 
 def parent_death_signal(signum: int) -> Callable[[], None]:
@@ -191,7 +192,7 @@ def supervise(
     term_signal = -exit_code if exit_code < 0 else None
     oom_after = oom_kill_count() if term_signal == signal.SIGKILL and not killed else None
     leftover_wait = LEFTOVER_WAIT_S if deadline is None else max(LEFTOVER_WAIT_S, deadline - time.monotonic())
-    end_descendants(waker, leftover_wait, spare)
+    end_descendants(leftover_wait, spare)
     if not relay.join(timeout=5.0):
         log("the program's stderr is still held open by a process outside its tree; not waiting for it")
     return ProcessResult(

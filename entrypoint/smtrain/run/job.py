@@ -146,7 +146,7 @@ class HostJob:
             self._finish_outliving(stopping=True)
             raise
         finally:
-            end_descendants(self.waker, 2.0, self.helpers.pids)  # whatever the job left behind: nothing outlives train
+            end_descendants(2.0, self.helpers.pids)  # whatever the job left behind: nothing outlives train
             keep_checkpoints(plan.checkpoint_dir, plan.keep_checkpoints_in)
         stopping = self.waker.shutdown_seen is not None
         if plan.report:

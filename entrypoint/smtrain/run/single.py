@@ -37,9 +37,15 @@ def _attempt(job: HostJob, attempt: Attempt) -> tuple[Attempt, JobOutcome]:
     progress = ProgressFile()
     progress.export(env)
     try:
+        def stalled(stall: Stall) -> None:
+            log(f"Stalled: {stall.describe()}; SIGABRT to the program, whose faulthandler logs its stack")
+            dump_stacks(spare=job.spared_pids)
+            threading.Timer(STACK_DUMP_WAIT_S, job.waker.post).start()
+
         def start_after_program() -> list[int]:
-            if plan.settings[STALL_TIMEOUT] > 0:
-                _watch_program(job, attempt, progress)
+            if plan.settings[STALL_TIMEOUT] > 0:  # the stall watchdog reads the program's progress file
+                attempt.watch(plan.settings[STALL_TIMEOUT], ((plan.host, 0),), stalled,
+                              poll=lambda: attempt.observe(plan.host, 0, progress.read()))
             job.start_helpers()
             return job.spared_pids
 
@@ -58,15 +64,3 @@ def _attempt(job: HostJob, attempt: Attempt) -> tuple[Attempt, JobOutcome]:
         return attempt, SUCCESS
     return attempt, describe_program_failure(result, str(plan.program.program_path))
 
-
-def _watch_program(job: HostJob, attempt: Attempt, progress: ProgressFile) -> None:
-    """The stall watchdog for a program on its own (no MPI): it reads the program's progress file."""
-    plan = job.plan
-
-    def stalled(stall: Stall) -> None:
-        log(f"Stalled: {stall.describe()}; SIGABRT to the program, whose faulthandler logs its stack")
-        dump_stacks(spare=job.spared_pids)
-        threading.Timer(STACK_DUMP_WAIT_S, job.waker.post).start()
-
-    attempt.watch(plan.settings[STALL_TIMEOUT], ((plan.host, 0),), stalled,
-                  poll=lambda: attempt.observe(plan.host, 0, progress.read()))
