@@ -266,7 +266,10 @@ class ControlClient:
         """Whether a message (or the end of the connection) can be read now, waiting up to `timeout`."""
         if self._reader.has_buffered() or self.sock.fileno() < 0:  # closed here: `receive` tells the end
             return True
-        return bool(select.select([self.sock], [], [], max(0.0, timeout))[0])
+        try:
+            return bool(select.select([self.sock], [], [], max(0.0, timeout))[0])
+        except (OSError, ValueError):  # closed by another thread since the look above: the same
+            return True
 
     def receive(self, timeout: Optional[float]) -> Optional[Message]:
         """The next message; None when the connection ended. TimeoutError when none came within
