@@ -16,8 +16,24 @@ from typing import Any, Callable, Iterator, Mapping, Optional, Sequence
 
 BIN = Path(sys.executable).parent
 TRAIN = str(BIN / "train")
-# sagemaker-training's own `train` console script is shadowed by ours in this environment; call its main.
-ORACLE = [sys.executable, "-c", "from sagemaker_training.cli.train import main; main()"]
+# sagemaker-training's own `train` console script is shadowed by ours in this environment: ORACLE calls its main,
+# given one list instead of importing all of TensorFlow (4 s here) to make it in each run: the names of the classes
+# TensorFlow's errors_impl.py defines (process.get_tensorflow_exception_classes: the errors its failure messages
+# name), read from that file's source (tests/process/test_conformance.py holds the two lists equal). The
+# TensorFlow container's entry point (TF_ORACLE_MODULE) imports TensorFlow at its top all the same.
+TF_ERROR_NAMES = """
+import ast, importlib.util, os
+def tensorflow_error_names():
+    package = importlib.util.find_spec("tensorflow").submodule_search_locations[0]
+    with open(os.path.join(package, "python", "framework", "errors_impl.py")) as source:
+        tree = ast.parse(source.read())
+    return sorted(node.name for node in tree.body if isinstance(node, ast.ClassDef)) + ["XlaRuntimeError"]
+"""
+ORACLE = [sys.executable, "-c", TF_ERROR_NAMES + """
+from sagemaker_training import process
+process.get_tensorflow_exception_classes = tensorflow_error_names
+from sagemaker_training.cli.train import main; main()
+"""]
 # smdebug 1.0.34 in an environment of its own (requirements/smdebug.txt; its protobuf 3.20 pin conflicts
 # with TensorFlow's), and the script that reads with it (tests/programs/smdebug_read.py).
 README = Path(__file__).resolve().parent.parent / "README.md"
@@ -94,8 +110,8 @@ def run_train(
 
 
 def run_oracle(tree: Tree, env: Mapping[str, str], hosts: Sequence[str], timeout: float = 120) -> subprocess.CompletedProcess:
-    """sagemaker-training's real `train` (5.1.4, requirements/common.txt), in a private mount namespace whose /etc/hosts names the
-    job's hosts (it waits until every host name resolves)."""
+    """sagemaker-training's real `train` (5.1.4, requirements/common.txt; ORACLE), in a private mount namespace
+    whose /etc/hosts names the job's hosts (it waits until every host name resolves)."""
     hosts_file = tree.base.parent / f"{tree.base.name}.hosts"
     hosts_file.write_text("127.0.0.1 localhost\n" + "".join(f"127.0.0.1 {h}\n" for h in hosts))
     script = 'mount --bind "$0" /etc/hosts && exec "$@"'

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import OWN_VARIABLES, make_tree, require_root, run_oracle, run_train
+from tests.support import OWN_VARIABLES, TF_ERROR_NAMES, make_tree, require_root, run_oracle, run_train
 
 DUMP_PROGRAM = Path(__file__).parent.parent / "programs" / "dump_env.py"
 # Plain variables sagemaker-training sets besides SM_*.
@@ -98,6 +98,16 @@ def test_program_sees_what_sagemaker_training_gives(tmp_path: Path, case: str) -
     assert ours["env"]["PYTHONPATH"].split(":")[0] == theirs["env"]["PYTHONPATH"].split(":")[0]
     assert ours["argv"] == theirs["argv"] == json.loads(theirs["env"]["SM_USER_ARGS"])
     assert ours["cwd"] == theirs["cwd"]
+
+
+def test_the_quick_oracle_names_the_tensorflow_errors_the_real_one_names() -> None:
+    """The oracle is given the names of TensorFlow's error classes read from their source (ORACLE in tests/support.py),
+    so that it does not import TensorFlow in every case: the same list it makes by importing it."""
+    code = TF_ERROR_NAMES + ("from sagemaker_training import process\n"
+                             "print(tensorflow_error_names() == process.get_tensorflow_exception_classes(), "
+                             "len(tensorflow_error_names()))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["True", "21"], (done.stdout, done.stderr[-2000:])
 
 
 # A heterogeneous cluster as AWS documents it: a CPU `data` group feeding a GPU-sized `train` group, with

@@ -90,7 +90,8 @@ def test_a_stalled_rank_of_an_mpi_job_is_named(tmp_path: Path) -> None:
 
 # -- plain Horovod scripts (no smtrain import), 1 host x 2 ranks, stall timeout 12 s ----------------------
 TIMEOUT_S = 12  # Horovod's stall inspector then looks every 2 s (rank.collectives.check_interval_s)
-HEALTHY_TIMEOUT_S = 8  # the healthy jobs' (each runs for over three of them): the inspector still every 2 s
+HEALTHY_TIMEOUT_S = 6  # the healthy jobs' (each runs for over three of them): the inspector still every 2 s
+HEALTHY_S = 3 * HEALTHY_TIMEOUT_S + 3
 
 
 def _plain_horovod_job(tmp_path: Path, program: str, timeout_s: int = TIMEOUT_S, **hyperparameters: Any) -> Tree:
@@ -129,17 +130,18 @@ def _assert_stalled_naming(tree: Tree, limit_s: float, named: str, stack_of: str
 
 
 def test_a_healthy_plain_horovod_eager_loop_of_over_three_timeouts_ends_0(tmp_path: Path) -> None:
-    _assert_ends_well(_plain_horovod_job(tmp_path, "hvd_plain_loop.py", HEALTHY_TIMEOUT_S, seconds=28, interval=0.5), 150)
+    _assert_ends_well(_plain_horovod_job(tmp_path, "hvd_plain_loop.py", HEALTHY_TIMEOUT_S, seconds=HEALTHY_S,
+                                         interval=0.5), 150)
 
 
 def test_a_healthy_plain_horovod_keras_fit_of_over_three_timeouts_ends_0(tmp_path: Path) -> None:
-    _assert_ends_well(_plain_horovod_job(tmp_path, "hvd_plain_keras.py", HEALTHY_TIMEOUT_S, epochs=3, batches=19,
-                                         **{"batch-seconds": 0.5}), 180)
+    _assert_ends_well(_plain_horovod_job(tmp_path, "hvd_plain_keras.py", HEALTHY_TIMEOUT_S, epochs=3,
+                                         batches=HEALTHY_S // 3 * 2, **{"batch-seconds": 0.5}), 180)
 
 
 def test_every_rank_quiet_for_over_three_timeouts_between_two_collectives_ends_0(tmp_path: Path) -> None:
     _assert_ends_well(_plain_horovod_job(tmp_path, "hvd_plain_loop.py", HEALTHY_TIMEOUT_S, steps=5, interval=0.1,
-                                         **{"sleep-between": 28}), 150)
+                                         **{"sleep-between": HEALTHY_S}), 150)
 
 
 def test_a_plain_tf_function_loop_whose_rank_1_stops_names_rank_1_alone(tmp_path: Path) -> None:
