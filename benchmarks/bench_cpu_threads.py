@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=40, help="timed steps of each job")
-    args = parse(parser, quick=dict(runs=1, steps=2))
+    args = parse(parser, quick=dict(runs=1, steps=2, ranks=1))
     base = Path(tempfile.mkdtemp(prefix="bench-cpu-threads-")) / "ml"
     split, every_core, spinning = [], [], []
     for _ in range(args.runs):

@@ -33,13 +33,13 @@ CASES = {"keras3_horovod": ("3", "on", "none"), "tf_keras_horovod": ("tf", "on",
          "keras3_syncbn": ("3", "on", "sync"), "tf_keras_syncbn": ("tf", "on", "sync")}
 
 
-def run_case(base: Path, keras: str, horovod: str, norm: str, steps: int) -> float:
+def run_case(base: Path, keras: str, horovod: str, norm: str, steps: int, ranks: int) -> float:
     shutil.rmtree(base, ignore_errors=True)
     (base / "input" / "config").mkdir(parents=True)
     hyperparameters = {"sagemaker_program": json.dumps(PROGRAM.name), "sagemaker_submit_directory": json.dumps(str(PROGRAM.parent)),
                        "keras": keras, "horovod": horovod, "norm": norm, "steps": str(steps)}
     if horovod == "on":
-        hyperparameters.update(sagemaker_mpi_enabled="true", sagemaker_mpi_num_of_processes_per_host="2")
+        hyperparameters.update(sagemaker_mpi_enabled="true", sagemaker_mpi_num_of_processes_per_host=str(ranks))
     (base / "input" / "config" / "hyperparameters.json").write_text(json.dumps(hyperparameters))
     env = {"PATH": f"{BIN}:/usr/bin:/bin", "SAGEMAKER_BASE_DIR": str(base), "SM_SYSTEM_MONITOR": "off",
            "TF_USE_LEGACY_KERAS": "1", "TF_CPP_MIN_LOG_LEVEL": "2", "HOME": str(base)}
@@ -56,13 +56,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--steps", type=int, default=200)
-    args = parse(parser, quick=dict(rounds=1, steps=5))
+    parser.add_argument("--ranks", type=int, default=2, help="Horovod's ranks (the figures are for 2, this VM's cores)")
+    args = parse(parser, quick=dict(rounds=1, steps=5, ranks=1))
     results: dict[str, list[float]] = {name: [] for name in CASES}
     names = list(CASES)
     with tempfile.TemporaryDirectory() as tmp:
         for round_number in range(args.rounds):
             for name in names[round_number % len(names):] + names[:round_number % len(names)]:
-                step_ms = run_case(Path(tmp) / name, *CASES[name], args.steps)
+                step_ms = run_case(Path(tmp) / name, *CASES[name], args.steps, args.ranks)
                 results[name].append(step_ms)
                 print(f"round {round_number}: {name} {step_ms:.2f} ms a step", flush=True)
     medians = {name: statistics.median(values) for name, values in results.items()}

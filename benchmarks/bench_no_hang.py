@@ -50,13 +50,13 @@ if hvd.rank() == 0:
 MODES = {"off": "0", "watchdog": "1800", "plain_watchdog": "1800", "equal_steps": "0"}  # mode -> stall timeout
 
 
-def step_ms(base: Path, steps: int, step: float, mode: str) -> float:
+def step_ms(base: Path, steps: int, step: float, mode: str, ranks: int) -> float:
     config = base / "input" / "config"
     config.mkdir(parents=True, exist_ok=True)
     (config / "resourceconfig.json").write_text('{"current_host": "algo-1", "hosts": ["algo-1"]}')
     (config / "hyperparameters.json").write_text(json.dumps({
         "sagemaker_program": '"loop.py"', "sagemaker_mpi_enabled": "true",
-        "sagemaker_mpi_num_of_processes_per_host": "2", "sagemaker_stall_timeout_seconds": MODES[mode],
+        "sagemaker_mpi_num_of_processes_per_host": str(ranks), "sagemaker_stall_timeout_seconds": MODES[mode],
         "steps": str(steps), "step-ms": str(step), "mode": json.dumps(mode)}))
     (base / "code").mkdir(exist_ok=True)
     (base / "code" / "loop.py").write_text(PROGRAM)
@@ -73,7 +73,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--step-ms", type=float, nargs="+", default=[1.0, 50.0], help="the step lengths measured")
-    args = parse(parser, quick=dict(steps=20, repeat=1, step_ms=[1.0]))
+    parser.add_argument("--ranks", type=int, default=2)
+    args = parse(parser, quick=dict(steps=20, repeat=1, step_ms=[1.0], ranks=1))
     figures = {}
     with tempfile.TemporaryDirectory() as tmp:
         for step in args.step_ms:
@@ -81,7 +82,7 @@ def main() -> None:
             runs: dict[str, list[float]] = {mode: [] for mode in MODES}
             for _ in range(args.repeat):  # interleaved, so slow spells hit every mode alike
                 for mode in MODES:
-                    runs[mode].append(step_ms(Path(tmp) / mode, steps, step, mode))
+                    runs[mode].append(step_ms(Path(tmp) / mode, steps, step, mode, args.ranks))
             median = {mode: statistics.median(values) for mode, values in runs.items()}
             print(f"{step:g} ms steps, {steps} steps, median of {args.repeat} (ms per step): "
                   + ", ".join(f"{mode} {value:.3f}" for mode, value in median.items()) + f"  runs {runs}")

@@ -273,7 +273,7 @@ def time_demux(data: Path, source: Path, ranks: int, count: int, batch: int = 0,
     return elapsed
 
 
-def job_dealing(data: Path, mb: int, repeat: int, batch: int) -> dict[str, float]:
+def job_dealing(data: Path, mb: int, repeat: int, batch: int, readers: tuple[int, ...]) -> dict[str, float]:
     """`--job-dealing`: per record size and P, this host's epoch through the job's dealing against its own."""
     figures = {}
     print(f"{'records':<10}{'method':<24}{'MB/s':>9}{'vs this host alone':>20}", flush=True)
@@ -283,7 +283,7 @@ def job_dealing(data: Path, mb: int, repeat: int, batch: int) -> dict[str, float
         subprocess.run(["cat", str(source)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
         label = {100 * 1024: "100 KiB", 100: "100 B"}[size]
         small = size < 100 * 1024
-        for ranks in (2, 4):
+        for ranks in readers:
             measures = {f"demux P={ranks}": lambda: time_demux(data, source, ranks, count, batch if small else 0),
                         f"demux P={ranks}, 2 hosts": lambda: time_demux(data, source, ranks, count,
                                                                          batch if small else 0, hosts=2)}
@@ -309,7 +309,8 @@ def main() -> None:
                         help="100-byte records only: cat, one batched reader, demux P=2 and P=4 (see above)")
     parser.add_argument("--job-dealing", action="store_true",
                         help="demux P=2 and P=4 on one host of 2 against this host alone (see above)")
-    args = parse(parser, quick=dict(mb=2, repeat=1, batch=64))
+    parser.add_argument("--readers", type=int, nargs="+", default=[2, 4], help="--job-dealing's P (readers a host)")
+    args = parse(parser, quick=dict(mb=2, repeat=1, batch=64, readers=[2]))
     import tensorflow as tf
 
     tf.data.Dataset.range(1).reduce(0, lambda a, b: a)  # TensorFlow's start-up is not what is measured
@@ -321,7 +322,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         if args.job_dealing:
-            print_figures(job_dealing(data, args.mb, args.repeat, n))
+            print_figures(job_dealing(data, args.mb, args.repeat, n, tuple(args.readers)))
             return
         print(f"{'records':<10}{'method':<20}{'MB/s':>9}{'records/s':>12}{'vs cat':>8}"
               + ("" if args.demux_only else f"{'vs TFRecordDataset':>20}"), flush=True)

@@ -82,9 +82,9 @@ def recorder_cost_us(steps: int = 200_000) -> tuple[float, float]:
     return program, writer
 
 
-def bytes_kept(step_ms: float = 1.0, gap_ms: float = 0.1) -> tuple[int, int]:
-    """Bytes one rank keeps for its first 2,000 steps, and in its second hour of `step_ms` steps: the
-    real recorder, flushed each simulated second (files rotate each simulated minute)."""
+def bytes_kept(hour_s: float, step_ms: float = 1.0, gap_ms: float = 0.1) -> tuple[int, int]:
+    """Bytes one rank keeps for its first 2,000 steps, and in its second hour (of `hour_s` s) of `step_ms`
+    steps: the real recorder, flushed each simulated second (files rotate each simulated minute)."""
     from smtrain.profiler.events import FULL_STEPS
     from smtrain.profiler.steps import StepRecorder
     from smtrain.wire.profiler_settings import ProfilerSettings
@@ -99,7 +99,7 @@ def bytes_kept(step_ms: float = 1.0, gap_ms: float = 0.1) -> tuple[int, int]:
         now = [0.0]
         recorder.clock = lambda: now[0]
         per_second, first, hour_one = max(1, int(1 / cycle)), 0, 0
-        for i in range(int(2 * 3600 / cycle)):
+        for i in range(int(2 * hour_s / cycle)):
             now[0] += gap_ms / 1e3
             recorder.add_step("TRAIN", now[0], now[0] + step_ms / 1e3)
             now[0] += step_ms / 1e3
@@ -108,7 +108,7 @@ def bytes_kept(step_ms: float = 1.0, gap_ms: float = 0.1) -> tuple[int, int]:
                 first = size(tmp)
             elif i % per_second == 0:
                 recorder.flush()
-                if not hour_one and now[0] >= 3600:
+                if not hour_one and now[0] >= hour_s:
                     hour_one = size(tmp)
         recorder.close()
         return first, size(tmp) - hour_one
@@ -122,7 +122,8 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=2350, help="the model's width: ~20 ms a step on a 2-vCPU VM")
     parser.add_argument("--width-1ms", type=int, default=320, help="the model's width: ~1 ms a step on a 2-vCPU VM")
     parser.add_argument("--micro", type=int, default=2000, help="calls per block when timing the hooks alone")
-    args = parse(parser, quick=dict(rounds=1, steps=2, blocks=2, width=64, width_1ms=32, micro=100))
+    parser.add_argument("--hour-s", type=float, default=3600, help="the simulated hour of steps whose bytes are counted")
+    args = parse(parser, quick=dict(rounds=1, steps=2, blocks=2, width=64, width_1ms=32, micro=100, hour_s=60))
     program_us, writer_us = recorder_cost_us()
     print(f"recorder: {program_us:.2f} us a step in the program's thread, {writer_us:.2f} us in its writer", flush=True)
     figures = {}
@@ -151,7 +152,7 @@ def main() -> None:
             figures[f"step_profiler_{loop}_{size}_step_ms"] = step_ms
             figures[f"step_profiler_{loop}_{size}_end_to_end_ratio"] = statistics.median(ratios)
             figures[f"step_profiler_{loop}_{size}_overhead_pct"] = per_step_us / (step_ms * 10)
-    first, per_hour = bytes_kept()
+    first, per_hour = bytes_kept(args.hour_s)
     print(f"kept per rank: {first} bytes for the first 2,000 steps, {per_hour} bytes an hour of 1-ms steps after", flush=True)
     figures["step_profiler_bytes_first_steps"] = first
     figures["step_profiler_bytes_per_hour_1ms"] = per_hour

@@ -2,9 +2,9 @@
 figures, so that a changed signature fails here and not for the next person who measures. A new benchmark is
 found by its name (bench_ and .py, in benchmarks/); bench_image.py needs the image and runs in tests/image/test_image.py.
 
-The benchmarks whose quick run still starts several TensorFlow jobs (20-35 s each, over 3 minutes together) are
-a tier of their own, so that the whole test command stays within its time: `SMTRAIN_BENCHMARKS=all
-scripts/test.sh tests/process/test_benchmarks.py` (CONTRIBUTING.md)."""
+The benchmarks whose quick run still starts several TensorFlow jobs (11-28 s each on a 2-core machine, about 2.5
+minutes together) are a tier of their own, so that the whole test command stays within its time:
+`SMTRAIN_BENCHMARKS=all scripts/test.sh tests/process/test_benchmarks.py` (CONTRIBUTING.md)."""
 from __future__ import annotations
 
 import os
