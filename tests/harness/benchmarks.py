@@ -10,14 +10,23 @@ BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def run_quick(name: str, *extra: str, timeout: float = 240) -> list[str]:
-    """`benchmarks/<name> --quick [extra]`; its output's lines."""
-    done = subprocess.run([sys.executable, str(BENCHMARKS / name), "--quick", *extra], cwd=BENCHMARKS.parent,
+    """`benchmarks/<name> --quick [extra]`, checked; its output's lines."""
+    return check_quick(name, extra, quick(name, *extra, timeout=timeout))
+
+
+def quick(name: str, *extra: str, timeout: float = 240) -> subprocess.CompletedProcess:
+    """`benchmarks/<name> --quick [extra]`, run to its end, unchecked."""
+    return subprocess.run([sys.executable, str(BENCHMARKS / name), "--quick", *extra], cwd=BENCHMARKS.parent,
                           capture_output=True, text=True, timeout=timeout)
+
+
+def check_quick(name: str, extra: tuple[str, ...], done: subprocess.CompletedProcess) -> list[str]:
+    """That a quick run ended 0 with numeric `figure <name> <value>` lines as its last lines; its output's lines."""
     assert done.returncode == 0, f"{name} {' '.join(extra)} ended {done.returncode}:\n{done.stderr[-3000:]}"
     lines = done.stdout.strip().splitlines()
     figures = [line for line in lines if line.startswith("figure ")]
     assert figures, f"{name} printed no figure:\n{done.stdout[-2000:]}"
     assert lines[-len(figures):] == figures, f"{name}: its figures are not its last lines"
     for line in figures:
-        float(line.split()[2])  # `figure <name> <value>`
+        float(line.split()[2])
     return lines
