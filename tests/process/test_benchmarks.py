@@ -4,7 +4,7 @@ found by its name (bench_ and .py, in benchmarks/); bench_image.py needs the ima
 
 The benchmarks whose quick run starts TensorFlow jobs (11-28 s each on a 2-core machine, about 2.5 minutes one
 after another) run two at a time, all started by the first of their cases, each case then checking its own: their
-jobs have one rank each and spend much of their time starting TensorFlow, so two lanes take about 100 s. Their
+jobs have one rank each and spend much of their time starting TensorFlow; the module takes about 2 minutes. Their
 figures here only have to be numbers; what they measure is measured alone (benchmarks/README.md)."""
 from __future__ import annotations
 
