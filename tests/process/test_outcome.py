@@ -80,6 +80,21 @@ def test_stale_failure_file_from_an_earlier_run_is_replaced(tmp_path: Path) -> N
     assert tree.failure.read_text().startswith("ProgramError: ")
 
 
+def test_what_an_earlier_job_left_that_would_mislead_this_one_is_removed_before_the_program(tmp_path: Path) -> None:
+    """PipeModeDataset's epoch counts and the demultiplexers' FIFO folder from an earlier job on this host
+    (plan.launch's `cleared`) are gone before the program starts."""
+    from smtrain.wire.pipe_assignment import demux_folder
+
+    tree = make_tree(tmp_path)
+    stale = [tree.base / "pipe_state", demux_folder(tree.base / "input" / "data")]
+    for folder in stale:
+        folder.mkdir(parents=True)
+        (folder / "left").write_text("by an earlier job")
+    tree.write_program("train.py", f"import os, sys\nsys.exit(sum(os.path.exists(p) for p in {[str(p) for p in stale]!r}))\n")
+    assert run_train(tree).returncode == 0
+    assert not any(folder.exists() for folder in stale)
+
+
 def test_shell_and_executable_programs(tmp_path: Path) -> None:
     tree = make_tree(tmp_path, program="run.sh", hyperparameters={"n": "5"})
     tree.write_program("run.sh", 'echo "bash ${BASH_VERSION%%.*} got $*"; exit 7\n')

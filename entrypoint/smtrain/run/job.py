@@ -18,6 +18,7 @@ What the modules below the job are given is values and functions, never the job:
 """
 from __future__ import annotations
 
+import os
 import time
 from typing import Callable, Mapping, Optional
 
@@ -44,11 +45,12 @@ def prepare(plan: LaunchPlan, python: str) -> None:
     """Everything before the program can start on this host: folders, code, requirements, checks."""
     for folder in (*plan.folders, *([plan.intermediate.folder] if plan.intermediate else [])):
         folder.mkdir(parents=True, exist_ok=True)  # the syncer sweeps what it finds there from its start
-    if plan.cleared:
-        import shutil  # here: a job that clears nothing starts its program without it
+    stale = [path for path in plan.cleared if os.path.lexists(path)]
+    if stale:
+        import shutil  # here: a host with nothing stale (the usual start) starts its program without it
 
-        for stale in plan.cleared:
-            shutil.rmtree(stale, ignore_errors=True)
+        for path in stale:
+            shutil.rmtree(path, ignore_errors=True)
     if plan.program.fetch_from:
         fetch_code(plan.program.fetch_from, plan.program.program_dir)
     install_requirements(python, plan.requirements)
