@@ -38,8 +38,9 @@ def _cases() -> list[tuple[str, tuple[str, ...]]]:
 @pytest.fixture(scope="module")
 def tensorflow_runs(request: pytest.FixtureRequest) -> Iterator[dict[tuple[str, tuple[str, ...]], Future]]:
     """The quick run of every TensorFlow benchmark case this session runs, started in LANES lanes, by case."""
+    test = test_every_benchmark_runs_through_to_its_figures_in_its_quick_mode.__name__
     chosen = [(item.callspec.params["name"], item.callspec.params["extra"]) for item in request.session.items
-              if getattr(item, "originalname", None) == "test_every_benchmark_runs_through_to_its_figures_in_its_quick_mode"]
+              if getattr(item, "originalname", None) == test]
     with ThreadPoolExecutor(max_workers=LANES, thread_name_prefix="benchmark") as pool:
         runs = {(name, extra): pool.submit(quick, name, *extra, timeout=QUICK_S)
                 for name, extra in chosen if name in TENSORFLOW_JOBS}
