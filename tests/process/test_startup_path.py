@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.support import make_tree
-
-LATER = ("shutil", "tempfile", "smtrain.run.report", "smtrain.run.control_server")
+from tests.unit.test_startup_imports import NOT_BEFORE_THE_PROGRAM
 
 
 def test_a_usual_single_host_start_loads_nothing_of_later_steps_before_its_program(tmp_path: Path) -> None:
@@ -24,4 +23,4 @@ def test_a_usual_single_host_start_loads_nothing_of_later_steps_before_its_progr
     started = next(i for i, line in enumerate(lines) if line.startswith("[train]") and " starting " in line)
     before = {line.rsplit("|", 1)[1].strip() for line in lines[:started] if line.startswith("import time:")}
     assert "smtrain.run.single" in before  # the reading works
-    assert not before & set(LATER), sorted(before & set(LATER))
+    assert not before & set(NOT_BEFORE_THE_PROGRAM), sorted(before & set(NOT_BEFORE_THE_PROGRAM))
