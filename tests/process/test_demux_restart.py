@@ -89,26 +89,22 @@ def test_a_restart_reads_sagemakers_epoch_to_its_end_and_deals_the_next_one_as_f
 
 def test_train_waits_for_each_demultiplexers_acknowledgement_and_says_which_one_has_ended(tmp_path: Path) -> None:
     """`HostJob.rewind_pipes`' part for SageMaker's FIFOs (run.pipe_rewind.restart_kept_demultiplexers), with real
-    demultiplexer helpers, started from their specs (plan.helper_specs), that no rank has read yet: ready at once; one
-    that has ended is named."""
-    from smtrain.plan.helper_specs import pipe_helpers
-    from smtrain.plan.launch import DemuxSpec
-    from smtrain.proc.helpers import HelperGroup
+    demultiplexer helpers, started from their declaration (plan.helper_plan), that no rank has read yet: ready at once;
+    one that has ended is named."""
+    from smtrain.plan.fifo_plan import DemuxSpec
+    from smtrain.plan.helper_plan import DEMUX
+    from smtrain.proc.helpers import HelperGroup, HelperSpec
     from smtrain.run.pipe_rewind import restart_kept_demultiplexers
     from smtrain.wire.record_format import RecordFormat
 
     data = tmp_path / "data"
     data.mkdir()
-    commands = [DemuxSpec(sys.executable, data, channel, 2, RecordFormat.TFRECORD, True) for channel in ("train", "eval")]
-
-    class Plan:  # what pipe_helpers reads of a LaunchPlan
-        feeder = ()
-        demux = commands
+    commands = [DemuxSpec(data, channel, 2, RecordFormat.TFRECORD, True) for channel in ("train", "eval")]
 
     helpers = HelperGroup()
     try:
-        for spec in pipe_helpers(Plan()):  # type: ignore[arg-type]
-            helpers.start(spec)
+        for spec in commands:
+            helpers.start(HelperSpec(spec.name, DEMUX.argv(sys.executable, *spec.args)))
         _wait_for(lambda: all(Path(f"{demux_prefix(data, c, 1)}_0").exists() for c in ("train", "eval")), 30, "FIFOs")
         started = time.monotonic()
         assert restart_kept_demultiplexers(helpers, commands, 10.0) is None

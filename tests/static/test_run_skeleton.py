@@ -1,6 +1,6 @@
 """run/ as a skeleton (docs/architecture.md): the job's steps in run/job.py, the roles on top of it, and below it
-modules that never call back up; every helper process declared once (plan/helper_specs.py) and started through
-the job's one HelperGroup."""
+modules that never call back up; every helper process declared once (plan/helper_plan.py) and started through
+the job's one HelperGroup (a new one added so: tests/process/test_new_helper.py)."""
 from __future__ import annotations
 
 import ast
@@ -47,12 +47,33 @@ def test_every_helper_process_starts_through_the_one_group() -> None:
     assert groups == [JOB], groups
 
 
-def test_each_helper_is_declared_in_the_helper_specs() -> None:
-    """A HelperSpec is made in plan/helper_specs.py, or by a rank starter for its own (sshd, the held ssh
-    connections)."""
+def test_each_helper_is_declared_in_the_helper_plan() -> None:
+    """A HelperSpec is made in plan/helper_plan.py, or by a rank starter for its own (sshd, the held ssh
+    connections); a program is declared there or in wire/programs.py; each helper's module is a module of the
+    package, named nowhere else."""
+    from smtrain.plan.helper_plan import HELPERS
+
     makers = sorted(m for m in MODULES if _calls(m, "HelperSpec"))
-    assert makers == ["smtrain.plan.helper_specs", "smtrain.starters.mpirun.holds", "smtrain.starters.mpirun.sshd"], \
+    assert makers == ["smtrain.plan.helper_plan", "smtrain.starters.mpirun.holds", "smtrain.starters.mpirun.sshd"], \
         makers
+    programs = sorted(m for m in MODULES if _calls(m, "Program"))
+    assert programs == ["smtrain.plan.helper_plan", "smtrain.wire.programs"], programs
+    for declared in HELPERS:
+        module = declared.program.module
+        assert module in MODULES, module
+        naming = sorted(m for m in MODULES if any(isinstance(c, ast.Constant) and c.value == module
+                                                  for c in ast.walk(_tree(m))))
+        assert naming == ["smtrain.plan.helper_plan"], (module, naming)
+
+
+def test_run_names_only_the_helpers_it_asks_something_of() -> None:
+    """The job starts each group of helpers by when it starts (plan.helper_plan.Starts); run/ names a helper only to
+    tell the warm report what to report (run.report) or to start the feeder again for a restart (run.pipe_rewind)."""
+    named = {(m, alias.name) for m in MODULES if m.startswith("smtrain.run.") for node in ast.walk(_tree(m))
+             if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("helper_plan")
+             for alias in node.names}
+    helpers = {name for _, name in named} - {"Starts", "cold_report", "companion"}
+    assert helpers == {"REPORT", "FEEDER"}, sorted(named)
 
 
 def test_each_role_consults_its_own_side_of_the_starters_policy() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from smtrain.config.load import load_config
 from smtrain.errors import ConfigError
+from smtrain.plan.helper_plan import FEEDER
 from smtrain.plan.localmode import emulated_channels
 from smtrain.plan.launch import plan_launch
 from smtrain.wire.pipe_assignment import PipeMode
@@ -33,8 +34,10 @@ def test_local_mode_streams_every_file_channel_as_pipe_mode(tmp_path: Path, inst
     plan = plan_launch(config, FACTS, "/venv/bin/python")
     assert plan.emulated == ("train", "eval")
     data = tmp_path / "input" / "data"
-    assert plan.feeder == ("/venv/bin/python", "-m", "smtrain.data.feeder", "--base", str(tmp_path), "--emulate",
-                           "--source", f"train={data / 'train'}", "--source", f"eval={data / 'eval'}")
+    feeder = plan.helper(FEEDER)
+    assert feeder is not None and feeder.argv == (
+        "/venv/bin/python", "-m", "smtrain.data.feeder", "--base", str(tmp_path), "--emulate",
+        "--source", f"train={data / 'train'}", "--source", f"eval={data / 'eval'}")
     assert {(p.channel, p.mode) for p in plan.pipes} == {("train", PipeMode.DEMUX), ("eval", PipeMode.DEMUX)}
     assert len(plan.demux) == 2  # one FIFO per rank, as in a real job
     assert plan.env_set.get("SM_CHANNEL_TRAIN") == str(data / "train")  # the files stay readable
@@ -44,7 +47,7 @@ def test_outside_local_mode_nothing_is_emulated_unless_asked(tmp_path: Path) -> 
     assert emulated_channels(_config(tmp_path / "a", resource_extra={"current_instance_type": "ml.p4d.24xlarge"})) == ()
     assert emulated_channels(_config(tmp_path / "b")) == ()  # a local run without an instance type
     plan = plan_launch(_config(tmp_path / "c"), FACTS, "/venv/bin/python")
-    assert plan.feeder == () and plan.pipes == ()
+    assert plan.helper(FEEDER) is None and plan.pipes == ()
     assert emulated_channels(_config(tmp_path / "d", SM_PIPE_EMULATION="eval")) == ("eval",)
     assert emulated_channels(_config(tmp_path / "e", hyperparameters={"sagemaker_pipe_emulation": '"on"'})) == (
         "train", "eval")

@@ -9,6 +9,7 @@ import pytest
 from smtrain.config.load import load_config
 from smtrain.config.model import CodeFacts, HostFacts
 from smtrain.errors import ConfigError
+from smtrain.plan.helper_plan import MONITOR
 from smtrain.plan.launch import LaunchPlan, Role, dumps, plan_launch
 from smtrain.plan.mpirun_command import MpirunSpec
 from smtrain.wire.pipe_assignment import PipeMode
@@ -51,17 +52,19 @@ def test_master_runs_mpirun_with_the_rank_launcher_and_one_contract(tmp_path: Pa
     assert isinstance(starter, MpirunSpec) and starter.sshd is None  # the master serves no sshd
     # the master's train makes the job's key in /run/smtrain/ssh, where mpirun's ssh finds it (docker/ssh_config)
     assert starter.ssh_dir == "/run/smtrain/ssh"
-    assert len(plan.demux) == 1 and plan.monitor
+    assert len(plan.demux) == 1 and plan.helper(MONITOR) is not None
     assert plan.argv[plan.argv.index("--bind-to") + 1] == "none"  # CPUs the ranks may use: unknown
 
 
 def test_the_system_monitor_gets_the_live_metrics_interval_and_the_masters_control_port(tmp_path: Path) -> None:
-    def after(argv: tuple[str, ...], flag: str) -> str:
-        return argv[argv.index(flag) + 1]
+    def after(plan: LaunchPlan, flag: str) -> str:
+        monitor = plan.helper(MONITOR)
+        assert monitor is not None
+        return monitor.argv[monitor.argv.index(flag) + 1]
 
-    worker = _plan(tmp_path / "a", "algo-2", SMTRAIN_LIVE_METRICS_INTERVAL_S="1.5").monitor
+    worker = _plan(tmp_path / "a", "algo-2", SMTRAIN_LIVE_METRICS_INTERVAL_S="1.5")
     assert (after(worker, "--live-s"), after(worker, "--control")) == ("1.5", "algo-1:7100")
-    assert after(_plan(tmp_path / "b", "algo-1").monitor, "--live-s") == "5"
+    assert after(_plan(tmp_path / "b", "algo-1"), "--live-s") == "5"
 
 
 def test_where_restarts_are_asked_for_every_mpirun_shares_the_masters_held_ssh_connections(tmp_path: Path) -> None:
@@ -320,7 +323,7 @@ def test_the_dry_run_says_per_pipe_channel_how_its_records_are_dealt(tmp_path: P
     (note,) = [n for n in plan.notes if n.startswith("Pipe channel train:")]
     assert "deals it alike, in whole records, to the job's ranks that open it, over its 2 hosts" in note, note
     (spec,) = plan.demux
-    assert spec.argv[-2:] == ("--job", "algo-1:7100:algo-2:2:2") and plan.env_set["SM_PIPE_DEALT_TRAIN"] == "job"
+    assert spec.args[-2:] == ("--job", "algo-1:7100:algo-2:2:2") and plan.env_set["SM_PIPE_DEALT_TRAIN"] == "job"
 
     def plan_of(name: str, channel: dict, hyperparameters: dict = MPI, **env: str):
         tree = make_tree(tmp_path / name, hosts=HOSTS, current_host="algo-1", hyperparameters=hyperparameters,
@@ -329,12 +332,12 @@ def test_the_dry_run_says_per_pipe_channel_how_its_records_are_dealt(tmp_path: P
                            token="t" * 32)
 
     one = plan_of("one", {}, {**MPI, "sagemaker_mpi_num_of_processes_per_host": "1"})
-    assert [s.argv[-2:] for s in one.demux] == [("--job", "algo-1:7100:algo-1:2:0")]
+    assert [s.args[-2:] for s in one.demux] == [("--job", "algo-1:7100:algo-1:2:0")]
     assert one.env_set["SM_PIPE_MODE_TRAIN"] == "demux"
     for name, made in (("sharded", plan_of("sharded", {"S3DistributionType": "ShardedByS3Key"})),
                        ("host", plan_of("host", {}, SMTRAIN_PIPE_DEALING="host"))):
         (spec,) = made.demux
-        assert "--job" not in spec.argv and made.env_set["SM_PIPE_DEALT_TRAIN"] == "host", name
+        assert "--job" not in spec.args and made.env_set["SM_PIPE_DEALT_TRAIN"] == "host", name
         (note,) = [n for n in made.notes if n.startswith("Pipe channel train:")]
         assert note.startswith("Pipe channel train: dealt in whole records to those of this host's 2 ranks"), note
         assert ("its own share of the objects (ShardedByS3Key)" in note) == (name == "sharded"), note

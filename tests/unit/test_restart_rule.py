@@ -75,7 +75,7 @@ def test_the_plan_restarts_jobs_across_ranks_only_where_a_restart_can_resume_the
         (spec,) = plan.demux
         assert plan.restarts.max_restarts == 1 and spec.restartable, name
         assert spec.ranks == 1 and plan.env_set["SM_PIPE_MODE_TRAIN"] == "demux", name
-        assert spec.argv[spec.argv.index("--format"):][:3] == ("--format", "tfrecord", "--restartable"), name
+        assert spec.args[spec.args.index("--format"):][:3] == ("--format", "tfrecord", "--restartable"), name
     # AWS's per-rank channels: each member a local rank reads, through a relay of its own (algo-2: ranks 2, 3)
     per_rank = _plan(tmp_path / "per-rank", {**MPI, "sagemaker_max_restarts": "1"}, current_host="algo-2",
                      channels={f"train_{r}": {"TrainingInputMode": "Pipe"} for r in range(4)})

@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Mapping, NamedTuple, Optional, Sequence
 
 from ..config.settings import PIPE_DEALING
-from ..wire.pipe_assignment import DEMUX_FOLDER, PipeAssignment, PipeMode, demux_prefix
+from ..wire.pipe_assignment import DEMUX_FOLDER, JobAddress, PipeAssignment, PipeMode, demux_prefix
 from ..wire.record_format import RecordFormat
 
 _RANK_CHANNEL = re.compile(r"^(.+?)([-_])(0|[1-9][0-9]*)$")
 
-__all__ = ["PipeChannel", "assign_pipes", "dealing_notes", "relayed_member", "relays"]
+__all__ = ["DemuxSpec", "PipeChannel", "assign_pipes", "dealing_notes", "demux_specs", "relayed_member", "relays"]
 
 
 class PipeChannel(NamedTuple):
@@ -160,3 +160,40 @@ def dealing_notes(assignments: Sequence[PipeAssignment], distribution: Mapping[s
                         "tf.distribute auto-sharding does")
         notes.append(f"Pipe channel {a.channel}: {how}")
     return tuple(notes)
+
+
+class DemuxSpec(NamedTuple):
+    """A demultiplexer this host runs beside its ranks (smtrain.data.demux): one channel's FIFOs in
+    `data_dir`, dealt to `ranks` local readers."""
+    data_dir: Path
+    channel: str
+    ranks: int
+    record_format: RecordFormat
+    restartable: bool  # SageMaker's own FIFOs: it keeps running and serves restarts in place
+    job: Optional[JobAddress] = None  # dealt across the job's hosts: how it agrees with the other hosts
+
+    @property
+    def name(self) -> str:
+        """Its helper process's name."""
+        return f"demultiplexer {self.channel}"
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        """Its arguments (plan.helper_plan runs it)."""
+        return ("--data", str(self.data_dir), "--channel", self.channel, "--ranks", str(self.ranks),
+                "--format", self.record_format.value, *(("--restartable",) if self.restartable else ()),
+                *(("--job", self.job.to_arg()) if self.job is not None else ()))
+
+
+def demux_specs(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int,
+                restartable: frozenset[str] = frozenset(),
+                relayed: tuple[tuple[str, RecordFormat], ...] = (), job: Optional[JobAddress] = None
+                ) -> tuple[DemuxSpec, ...]:
+    """The demultiplexers of this host, one a dealt channel; those in `restartable` (SageMaker's own
+    FIFOs, where restarts in place are asked for) serve restarts (smtrain.data.demux_restarts); those
+    dealt across the job's hosts agree through `job`; and one for each per-rank channel in `relayed`, to
+    its one reader (`relays`)."""
+    return (*(DemuxSpec(data_dir, a.channel, ranks, a.record_format, a.channel in restartable,
+                        job if a.by_job else None)
+              for a in pipes if a.mode is PipeMode.DEMUX),
+            *(DemuxSpec(data_dir, member, 1, fmt, True) for member, fmt in relayed))

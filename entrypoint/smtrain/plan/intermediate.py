@@ -9,7 +9,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, NamedTuple, Optional
 
-from ..wire.programs import INTERMEDIATE_SYNC
 from ..config.model import TrainingConfig
 from ..config.settings import S3_OUTPUT
 from ..errors import ConfigError
@@ -25,10 +24,11 @@ class IntermediateSync(NamedTuple):
     prefix: str  # the key prefix: <path>/<TRAINING_JOB_NAME>/output/intermediate
     stop_files: tuple[Path, ...]  # output/success, output/failure: one more pass once either is there
 
-    def argv(self, python: str) -> tuple[str, ...]:
-        """The syncer's command."""
-        return INTERMEDIATE_SYNC.argv(python, "--folder", str(self.folder), "--bucket", self.bucket,
-                                      "--prefix", self.prefix, *(a for stop in self.stop_files for a in ("--stop-file", str(stop))))
+    @property
+    def args(self) -> tuple[str, ...]:
+        """The syncer's arguments (plan.helper_plan runs it)."""
+        return ("--folder", str(self.folder), "--bucket", self.bucket, "--prefix", self.prefix,
+                *(a for stop in self.stop_files for a in ("--stop-file", str(stop))))
 
     def to_json(self) -> dict[str, Any]:
         return {"folder": str(self.folder), "to": f"s3://{self.bucket}/{self.prefix}"}

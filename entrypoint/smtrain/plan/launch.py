@@ -8,20 +8,21 @@ import json
 from pathlib import Path
 from typing import Any, Mapping, NamedTuple, Optional
 
-from ..wire.programs import DEMUX, MONITOR, REPORT
 from ..config.hyperparameters import to_cmd_args
 from ..config.model import HostFacts, InputMode, TrainingConfig
 from ..config.secrets import Redactor
-from ..config.settings import CHECKPOINT_DIR, LIVE_INTERVAL, LIVE_METRICS, MAX_RESTARTS, SKIP_TEARDOWN, Settings
+from ..config.settings import CHECKPOINT_DIR, MAX_RESTARTS, SKIP_TEARDOWN, Settings
+from ..proc.helpers import HelperSpec
 from ..wire.contract import without_internals
-from ..wire.pipe_assignment import JobAddress, PipeAssignment, PipeMode, demux_folder, pipe_env
+from ..wire.programs import Program
+from ..wire.pipe_assignment import JobAddress, PipeAssignment, demux_folder, pipe_env
 from ..wire.profiler_settings import FRAMEWORK_PROFILER_ENV, ProfilerSettings
-from ..wire.record_format import RecordFormat
 from .coordination import Coordination
-from .fifo_plan import dealing_notes, relays
+from .fifo_plan import DemuxSpec, dealing_notes, demux_specs, relays
 from .kind import HostPart, KindInputs
 from .kinds import choose
-from .localmode import checkpoint_carry, describe as describe_emulation, emulated_channels, feeder_command
+from .helper_plan import HelperInputs, Planned, Starts, plan_helpers, profiler_folder
+from .localmode import checkpoint_carry, describe as describe_emulation, emulated_channels
 from .modeltrainer_env import modeltrainer_env_vars
 from .intermediate import IntermediateSync, intermediate_sync
 from .program import ProgramLaunch, plan_program
@@ -31,8 +32,7 @@ from .shape import JobShape, Role
 from .smenv import process_env_vars, sm_env_vars
 from .tfconfig import container_env
 
-__all__ = ["Coordination", "DemuxSpec", "JobShape", "LaunchPlan", "Role", "dumps", "plan_launch", "profiler_env", "profiler_folder",
-           "report_command"]
+__all__ = ["Coordination", "DemuxSpec", "JobShape", "LaunchPlan", "Role", "dumps", "plan_launch", "profiler_env"]
 
 
 class LaunchPlan(NamedTuple):
@@ -56,12 +56,10 @@ class LaunchPlan(NamedTuple):
     coordination: Optional[Coordination]  # how this host takes part in the job; None: a program on its own
     restarts: RestartPolicy  # in-job restarts after a transient failure (plan.restart_policy)
     pipes: tuple[PipeAssignment, ...]  # which FIFOs the program (each rank) reads
-    demux: tuple["DemuxSpec", ...]  # demultiplexer processes this host runs beside the ranks
-    monitor: tuple[str, ...]  # the system monitor's command; empty when switched off
-    report: tuple[str, ...]  # the profiler report's command, run when the job ends (master, single); or empty
+    demux: tuple[DemuxSpec, ...]  # demultiplexer processes this host runs beside the ranks
+    helpers: tuple[Planned, ...]  # every helper process this host runs beside its program (plan.helper_plan)
     profiler_dir: Optional[Path]  # this host's output/profiler when the profiler is on (workers ship it to the master)
     emulated: tuple[str, ...]  # File channels streamed as Pipe mode from their files (plan.localmode)
-    feeder: tuple[str, ...]  # the local feeder's command for them; empty without any
     checkpoint_dir: Path
     restore_checkpoints_from: Optional[Path]  # the `checkpoints` channel, copied into an empty checkpoint_dir
     keep_checkpoints_in: Optional[Path]  # local mode: where the checkpoint folder goes at the end (run.carry)
@@ -71,6 +69,14 @@ class LaunchPlan(NamedTuple):
     def role(self) -> Role:
         """This host's part in the job (the shape's)."""
         return self.shape.role
+
+    def helper_specs(self, starts: Starts) -> tuple[HelperSpec, ...]:
+        """The helpers that start at `starts`, in their order."""
+        return tuple(h.spec for h in self.helpers if h.starts is starts)
+
+    def helper(self, program: Program) -> Optional[HelperSpec]:
+        """The helper of `program` this host runs (the first), or None."""
+        return next((h.spec for h in self.helpers if h.program == program), None)
 
     def child_env(self, inherited: Mapping[str, str]) -> dict[str, str]:
         """The program's environment (mpirun's, on the master): what `train` inherited without the
@@ -99,74 +105,13 @@ class LaunchPlan(NamedTuple):
             "restarts": self.restarts.to_json(),
             "pipes": {a.channel: {"mode": a.mode.value, "format": a.record_format.value, "prefix": a.prefix}
                       for a in self.pipes},
-            "demux": [list(spec.argv) for spec in self.demux],
-            "monitor": list(self.monitor),
-            "report": list(self.report),
+            "helpers": [helper.to_json() for helper in self.helpers],
             "profiler_dir": str(self.profiler_dir) if self.profiler_dir else None,
             "emulated_pipes": list(self.emulated),
-            "feeder": list(self.feeder),
             "restore_checkpoints_from": str(self.restore_checkpoints_from) if self.restore_checkpoints_from else None,
             "keep_checkpoints_in": str(self.keep_checkpoints_in) if self.keep_checkpoints_in else None,
             "notes": list(self.notes),
         }
-
-
-class DemuxSpec(NamedTuple):
-    """A demultiplexer this host runs beside its ranks (smtrain.data.demux): one channel's FIFOs in
-    `data_dir`, dealt to `ranks` local readers."""
-    python: str
-    data_dir: Path
-    channel: str
-    ranks: int
-    record_format: RecordFormat
-    restartable: bool  # SageMaker's own FIFOs: it keeps running and serves restarts in place
-    job: Optional[JobAddress] = None  # dealt across the job's hosts: how it agrees with the other hosts
-
-    @property
-    def name(self) -> str:
-        """Its helper process's name."""
-        return f"demultiplexer {self.channel}"
-
-    @property
-    def argv(self) -> tuple[str, ...]:
-        """Its command."""
-        return DEMUX.argv(self.python, "--data", str(self.data_dir), "--channel", self.channel,
-                          "--ranks", str(self.ranks), "--format", self.record_format.value,
-                          *(("--restartable",) if self.restartable else ()),
-                          *(("--job", self.job.to_arg()) if self.job is not None else ()))
-
-
-def demux_specs(pipes: tuple[PipeAssignment, ...], data_dir: Path, ranks: int, python: str,
-                restartable: frozenset[str] = frozenset(),
-                relayed: tuple[tuple[str, RecordFormat], ...] = (), job: Optional[JobAddress] = None
-                ) -> tuple[DemuxSpec, ...]:
-    """The demultiplexers of this host, one a dealt channel; those in `restartable` (SageMaker's own
-    FIFOs, where restarts in place are asked for) serve restarts (smtrain.data.demux_restarts); those
-    dealt across the job's hosts agree through `job`; and one for each per-rank channel in `relayed`, to
-    its one reader (plan.fifo_plan.relays)."""
-    return (*(DemuxSpec(python, data_dir, a.channel, ranks, a.record_format, a.channel in restartable,
-                        job if a.by_job else None)
-              for a in pipes if a.mode is PipeMode.DEMUX),
-            *(DemuxSpec(python, data_dir, member, 1, fmt, True) for member, fmt in relayed))
-
-
-def monitor_command(config: TrainingConfig, python: str, gpus: int,
-                    coordination: Optional[Coordination] = None) -> tuple[str, ...]:
-    """The system monitor; told this host's GPUs (none: it does not load NVML); with the live metrics, where
-    it writes the TensorBoard scalars (the job's TensorBoard folder, else the profiler's) and, in a job the
-    master's control server watches, where it sends the ranks' steps (smtrain.profiler.live)."""
-    if config.monitor_interval_ms is None:
-        return ()
-    profiler = config.paths.output_dir / "profiler"
-    live: tuple[str, ...] = ()
-    if config.settings[LIVE_METRICS]:
-        live = ("--tensorboard", str(config.tensorboard_dir or profiler / "tensorboard"),
-                "--live-s", f"{config.settings[LIVE_INTERVAL]:g}")
-        if coordination is not None:
-            master = coordination.master if coordination.workers else "127.0.0.1"
-            live += ("--control", f"{master}:{coordination.control_port}")
-    return MONITOR.argv(python, "--out", str(profiler), "--host", config.resources.current_host,
-                        "--interval-ms", f"{config.monitor_interval_ms:g}", "--gpus", str(gpus), *live)
 
 
 def profiler_env(config: TrainingConfig) -> dict[str, str]:
@@ -186,24 +131,6 @@ def teardown_env(config: TrainingConfig) -> dict[str, str]:
     if config.settings[MAX_RESTARTS] == 0 or SKIP_TEARDOWN.variable in config.environ:
         return {}
     return {SKIP_TEARDOWN.variable: "1"}
-
-
-def profiler_folder(config: TrainingConfig) -> Optional[Path]:
-    """This host's profiler folder, when the system monitor or step metrics are on."""
-    if config.monitor_interval_ms is None and not config.profiling.steps:
-        return None
-    return config.paths.output_dir / "profiler"
-
-
-def report_command(config: TrainingConfig, python: str, timeline: Optional[Path]) -> tuple[str, ...]:
-    """`train report` over this host's profiler folder into output/data (SageMaker packs it into
-    output.tar.gz), with Horovod's timeline where the ranks write one. `run` adds `--since` (the job's
-    start) when it runs it."""
-    folder = profiler_folder(config)
-    if folder is None:
-        return ()
-    return REPORT.argv(python, str(folder), "--out", str(config.paths.output_data_dir / "profiler-report"), "--job",
-                       *(("--horovod-timeline", str(timeline)) if timeline else ()))
 
 
 def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: str = "") -> LaunchPlan:
@@ -235,6 +162,11 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
     part = kind.plan(KindInputs(config, facts, python, token, shape, launch, base_env, emulated))
     carry = checkpoint_carry(config)
     timeline = asked.horovod_timeline(config, launch.program_dir) if asked is not None else None
+    intermediate = intermediate_sync(config, facts.intermediate_exists)
+    demux = demux_specs(part.pipes, config.paths.input_data_dir, part.ranks_per_host,
+                        frozenset(c.name for c in config.channels
+                                  if c.mode is InputMode.PIPE and config.settings[MAX_RESTARTS] > 0),
+                        relays(part.pipes, part.ranks_per_host, part.first_rank), job_address(part, shape.master, config))
     return LaunchPlan(
         distribution=kind.name,
         shape=shape,
@@ -244,7 +176,7 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         cwd=launch.program_dir,
         env_set=part.env_set,
         requirements=requirements_plan(config, launch.program_dir, launch.fetch_from is not None, facts.code),
-        intermediate=intermediate_sync(config, facts.intermediate_exists),
+        intermediate=intermediate,
         model_dir=config.paths.model_dir,
         folders=(config.paths.model_dir, config.paths.output_data_dir, config.checkpoint_dir,
                  *([config.tensorboard_dir] if config.tensorboard_dir else [])),
@@ -258,16 +190,11 @@ def plan_launch(config: TrainingConfig, facts: HostFacts, python: str, token: st
         restarts=restart_policy(config.settings[MAX_RESTARTS], part.coordination,
                                 tuple(c.name for c in config.channels if c.mode is InputMode.PIPE), part.pipes),
         pipes=part.pipes,
-        demux=demux_specs(part.pipes, config.paths.input_data_dir, part.ranks_per_host, python,
-                          frozenset(c.name for c in config.channels
-                                    if c.mode is InputMode.PIPE and config.settings[MAX_RESTARTS] > 0),
-                          relays(part.pipes, part.ranks_per_host, part.first_rank), job_address(part, shape.master,
-                                                                                                config)),
-        monitor=monitor_command(config, python, facts.num_gpus, part.coordination),
-        report=report_command(config, python, timeline) if shape.role in (Role.SINGLE, Role.MASTER) else (),
+        demux=demux,
+        helpers=plan_helpers(HelperInputs(config, python, shape.role, facts.num_gpus, part.coordination, demux,
+                                          emulated, intermediate, timeline)),
         profiler_dir=profiler_folder(config),
         emulated=emulated,
-        feeder=feeder_command(config, emulated, python),
         checkpoint_dir=config.checkpoint_dir,
         restore_checkpoints_from=carry.restore_from,
         keep_checkpoints_in=carry.keep_in,

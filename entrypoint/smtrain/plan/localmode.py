@@ -20,13 +20,12 @@ import re
 from pathlib import Path
 from typing import NamedTuple, Optional
 
-from ..wire.programs import FEEDER
 from ..config.model import InputMode, TrainingConfig
 from ..config.settings import PIPE_EMULATION
 from ..errors import ConfigError
 
 __all__ = ["CHECKPOINTS_CHANNEL", "NOT_EMULATED", "CheckpointCarry", "checkpoint_carry",
-    "describe", "emulated_channels", "feeder_command", "local_mode"]
+    "describe", "emulated_channels", "feeder_args", "local_mode"]
 
 CHECKPOINTS_CHANNEL = "checkpoints"  # a checkpoint folder carried into a local run (smtrain.run.carry)
 # ModelTrainer's driver and code channels, and the checkpoint folder
@@ -69,13 +68,11 @@ def emulated_channels(config: TrainingConfig) -> tuple[str, ...]:
     return tuple(c for c in chosen if not any(re.fullmatch(re.escape(c) + r"_[0-9]+", n) for n in names))
 
 
-def feeder_command(config: TrainingConfig, channels: tuple[str, ...], python: str) -> tuple[str, ...]:
-    """The local feeder for `channels`, from their folders; empty without any."""
-    if not channels:
-        return ()
+def feeder_args(config: TrainingConfig, channels: tuple[str, ...]) -> tuple[str, ...]:
+    """The local feeder's arguments for `channels`, from their folders (plan.helper_plan runs it)."""
     data = config.paths.input_data_dir
     sources = [arg for name in channels for arg in ("--source", f"{name}={data / name}")]
-    return FEEDER.argv(python, "--base", str(config.paths.base), "--emulate", *sources)
+    return ("--base", str(config.paths.base), "--emulate", *sources)
 
 
 def describe(channels: tuple[str, ...]) -> str:

@@ -1,10 +1,10 @@
 """One host's part of a job, whatever its distribution kind and role: the skeleton every role runs.
 
     prepare        folders, code, requirements, the program's checks
-    helpers        every helper process in the job's one group, each declared in plan.helper_specs: the
-                   syncer before the program, the Pipe helpers, monitor and warm report with the role's
-                   (`start_helpers`), a parameter server's companions once the job has its token; those that
-                   end with the program stopped on every path
+    helpers        every helper process in the job's one group, each declared in plan.helper_plan: those that
+                   start with the job before the program (the syncer), those with the role's (`start_helpers`:
+                   the Pipe helpers, monitor, warm report), a parameter server's companions once the job has its
+                   token; those that end with the program stopped on every path
     role body      single: the program under its watchdog (run.single); master: the control server,
                    the workers' hellos, the watchdog, the program, the job's end (run.master);
                    worker: the master's link and this host's part (run.worker). What differs between
@@ -27,7 +27,7 @@ from ..common.console import log, redact
 from ..common.signals import SignalWaker
 from ..config.defaults import SYNC_LAST_PASS_S, SYNC_LAST_PASS_STOPPING_S
 from ..wire.contract import RANK_CONTRACT_ENV
-from ..plan.helper_specs import before_program, beside_program, companion
+from ..plan.helper_plan import REPORT, Starts, companion
 from ..plan.launch import LaunchPlan, Role
 from ..plan.program import check_program
 from ..proc.helpers import HelperGroup, stop_all
@@ -60,7 +60,7 @@ def prepare(plan: LaunchPlan, python: str) -> None:
 
 class HostJob:
     """What a role body works with: the plan, the inherited environment, the signal waker, the job's
-    token (it authenticates rank reports) and the job's one group of helper processes (plan.helper_specs)."""
+    token (it authenticates rank reports) and the job's one group of helper processes (plan.helper_plan)."""
 
     def __init__(self, plan: LaunchPlan, inherited_env: Mapping[str, str], python: str, waker: SignalWaker,
                  token: str) -> None:
@@ -80,7 +80,7 @@ class HostJob:
         where the program starts first (a single host's), since the report waits for the job's end."""
         if not self._beside_started:
             self._beside_started = True
-            for spec in beside_program(self.plan):
+            for spec in self.plan.helper_specs(Starts.WITH_PROGRAM):
                 self.helpers.start(spec)
 
     def rewind_pipes(self) -> Optional[str]:
@@ -139,7 +139,7 @@ class HostJob:
         prepare(plan, self.python)
         # Everything the job starts re-parents to `train` when orphaned (orted daemonizes), and is ended here.
         linux.become_subreaper()
-        for spec in before_program(plan, self.python):
+        for spec in plan.helper_specs(Starts.WITH_JOB):
             self.helpers.start(spec)
         try:
             with self.helpers:
@@ -151,10 +151,11 @@ class HostJob:
             end_descendants(2.0, self.helpers.pids)  # whatever the job left behind: nothing outlives train
             keep_checkpoints(plan.checkpoint_dir, plan.keep_checkpoints_in)
         stopping = self.waker.shutdown_seen is not None
-        if plan.report:
+        report = plan.helper(REPORT)
+        if report is not None:
             from .report import write_report  # the job's end: not loaded before the program starts
 
-            write_report(plan, self.helpers, self.started_at, stopping, self.report_notes)
+            write_report(report, self.helpers, self.started_at, stopping, self.report_notes)
         success = "the program succeeded" if plan.role is Role.SINGLE else "the job succeeded"
         if outcome.status == 0 and plan.role is not Role.WORKER:
             warn_if_no_model(plan.model_dir)

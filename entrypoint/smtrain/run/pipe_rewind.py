@@ -10,10 +10,11 @@ import time
 from typing import Optional, Sequence
 
 from ..config.defaults import DEMUX_RESTART_WAIT_S
-from ..plan.launch import DemuxSpec, LaunchPlan
+from ..plan.fifo_plan import DemuxSpec
+from ..plan.helper_plan import FEEDER
+from ..plan.launch import LaunchPlan
 from ..proc.helpers import HelperGroup, stop_all
 from ..wire.pipe_assignment import restart_ack
-from ..wire.programs import FEEDER
 
 __all__ = ["restart_kept_demultiplexers", "rewind_pipes"]
 
@@ -24,7 +25,7 @@ def rewind_pipes(plan: LaunchPlan, helpers: HelperGroup) -> Optional[str]:
     kept = [spec for spec in plan.demux if spec.restartable]
     again = [spec.name for spec in plan.demux if not spec.restartable]
     why_not = restart_kept_demultiplexers(helpers, kept, DEMUX_RESTART_WAIT_S) if kept else None
-    if plan.feeder or again:
+    if plan.helper(FEEDER) is not None or again:
         stopped = helpers.take((FEEDER.name, *again), exact=True)
         stop_all(stopped)
         for helper in stopped:
