@@ -23,10 +23,11 @@ def rewind_pipes(plan: LaunchPlan, helpers: HelperGroup) -> Optional[str]:
     """The plan's Pipe channels rewound among `helpers` (see the module's docstring); why not, where a channel
     could not be."""
     kept = [spec for spec in plan.demux if spec.restartable]
-    again = [spec.name for spec in plan.demux if not spec.restartable]
+    again = (*(spec.name for spec in plan.demux if not spec.restartable),
+             *(helper.spec.name for helper in plan.helpers if helper.program == FEEDER))
     why_not = restart_kept_demultiplexers(helpers, kept, DEMUX_RESTART_WAIT_S) if kept else None
-    if plan.helper(FEEDER) is not None or again:
-        stopped = helpers.take((FEEDER.name, *again), exact=True)
+    if again:
+        stopped = helpers.take(again, exact=True)
         stop_all(stopped)
         for helper in stopped:
             helpers.start(helper.spec)
