@@ -72,8 +72,9 @@ class Declared(NamedTuple):
 
     def planned(self, given: HelperInputs) -> tuple[Planned, ...]:
         return tuple(Planned(self.program, self.starts, HelperSpec(
-            name, self.program.argv(given.python, *args), self.outlives_program, self.parent_death, self.nice,
-            self.told, None, self.optional)) for name, args in self.plan(given))
+            name, self.program.argv(given.python, *args), outlives_program=self.outlives_program,
+            parent_death=self.parent_death, nice=self.nice, told=self.told, optional=self.optional))
+            for name, args in self.plan(given))
 
 
 def profiler_folder(config: TrainingConfig) -> Optional[Path]:
