@@ -11,6 +11,8 @@ import sys
 import threading
 import time
 
+import pytest
+
 from smtrain.run.control_server import ControlServer
 from smtrain.wire.control_protocol import MessageType, encode
 from smtrain.wire.rank_failure import RankFailure
@@ -283,18 +285,25 @@ time.sleep(float(sys.argv[1]))
 """
 
 
-def test_a_heartbeat_sender_whose_stderr_is_a_full_pipe_beats_on() -> None:
-    """`train`'s stderr is a pipe nobody reads for a while (a log reader short of CPU: SDK local mode's, under
-    load) when a beat goes out late: neither the watchdog's dump nor the sender's word of it may hold the next
-    beats back. A real process whose stderr is a full pipe; a 0.2-s beat, 0.6 s for late. (On the code that
-    logged from the sender's own thread, and dumped through fd 2 itself, no beat went out once it was late.)"""
-    read_fd, write_fd = os.pipe()
+@pytest.mark.parametrize("stderr", ["pipe", "terminal"])
+def test_a_heartbeat_sender_whose_stderr_is_full_beats_on(stderr: str) -> None:
+    """`train`'s stderr is a pipe (docker run, SageMaker) or a terminal (SDK local mode runs every container with
+    `tty: true`) that nobody reads for a while (a log reader short of CPU, under load) when a beat goes out late:
+    neither the watchdog's dump nor the sender's word of it may hold the next beats back. A real process whose
+    stderr is full; a 0.2-s beat, 0.6 s for late. (On the code that logged from the sender's own thread, and dumped
+    through fd 2 itself, no beat went out once it was late.)"""
+    read_fd, write_fd = os.pipe() if stderr == "pipe" else os.openpty()[::-1]
     os.set_blocking(write_fd, False)
-    try:
-        while True:
-            os.write(write_fd, b"x" * 65536)
-    except BlockingIOError:
-        os.set_blocking(write_fd, True)  # full: a blocking write waits until someone reads
+    refused, deadline = 0, time.monotonic() + 10
+    while refused < 4:  # a terminal takes more a moment later (and drops a line over 4 KB): whole lines until none
+        assert time.monotonic() < deadline, "the log could not be filled"
+        try:
+            os.write(write_fd, b"x" * 1023 + b"\n")
+            refused = 0
+        except BlockingIOError:
+            refused += 1
+            time.sleep(0.05)
+    os.set_blocking(write_fd, True)  # full: a blocking write waits until someone reads
     child = subprocess.Popen([sys.executable, "-c", HELD_BEAT, "4"], stdout=subprocess.PIPE, stderr=write_fd)
     os.close(write_fd)
     bound = threading.Timer(30, child.kill)  # whatever happens, the child's stdout ends within 30 s

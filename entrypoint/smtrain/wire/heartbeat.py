@@ -78,9 +78,10 @@ class Heartbeat:
 
 
 def _stderr_without_waiting() -> int:
-    """A descriptor of stderr whose writes never wait (a full pipe takes what fits): stderr opened anew, with its
-    own non-blocking flag (fd 2's own stays blocking); fd 2 itself where it cannot be opened (a socket)."""
+    """A descriptor of stderr whose writes never wait (a full pipe or terminal takes what fits): stderr opened anew,
+    with its own non-blocking flag (fd 2's own stays blocking), never as this process's controlling terminal (SDK
+    local mode gives each container a terminal); fd 2 itself where it cannot be opened (a socket)."""
     try:
-        return os.open("/proc/self/fd/2", os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_CLOEXEC)
+        return os.open("/proc/self/fd/2", os.O_WRONLY | os.O_APPEND | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
     except OSError:
         return 2
