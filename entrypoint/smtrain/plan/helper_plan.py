@@ -102,9 +102,9 @@ def _monitor(given: HelperInputs) -> tuple[tuple[str, tuple[str, ...]], ...]:
     scalars (the job's TensorBoard folder, else the profiler's) and, in a job the master's control server watches,
     where it sends the ranks' steps (smtrain.profiler.live)."""
     config = given.config
-    if config.monitor_interval_ms is None:
+    profiler = profiler_folder(config)
+    if config.monitor_interval_ms is None or profiler is None:
         return ()
-    profiler = config.paths.output_dir / "profiler"
     live: tuple[str, ...] = ()
     if config.settings[LIVE_METRICS]:
         live = ("--tensorboard", str(config.tensorboard_dir or profiler / "tensorboard"),
